@@ -1,0 +1,137 @@
+"""One error tree for topp-gate, split by meaning.
+
+Every error carries a stable ``code`` (a snake_case word scripts can match on) and the CLI
+exit code it maps to. Messages are one line, built from typed fields, and never include a
+traceback. A gate STOP is *not* an error: it is a result written into the receipt.
+
+Exit codes (stable, documented in README.md):
+    0 success, 1 gate STOP, 2 usage or bad input, 3 oracle boundary ambiguous,
+    4 verification failed.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_STOP = 1
+EXIT_USAGE = 2
+EXIT_AMBIGUOUS = 3
+EXIT_VERIFY = 4
+
+
+class HarnessError(Exception):
+    """Base of every error topp-gate raises on purpose."""
+
+    code = "harness_error"
+    exit_code = EXIT_USAGE
+
+    def __init__(self, detail: str) -> None:
+        self.detail = " ".join(str(detail).split())  # always one line
+        super().__init__(f"{self.code}: {self.detail}")
+
+
+# --- bad input (exit 2) --------------------------------------------------------------------
+
+
+class UsageError(HarnessError):
+    """The command line or a user-supplied file is wrong."""
+
+    code = "usage"
+
+
+class InvalidInputError(HarnessError):
+    """Input data cannot be judged: the oracle and the gate refuse it (fail closed)."""
+
+    code = "invalid_input"
+
+
+class EmptyRowError(InvalidInputError):
+    code = "empty_row"
+
+    def __init__(self, what: str = "row") -> None:
+        super().__init__(f"{what} holds no logits")
+
+
+class NonFiniteLogitError(InvalidInputError):
+    code = "non_finite_logit"
+
+    def __init__(self, row: int, token: int, value: float) -> None:
+        self.row, self.token, self.value = row, token, value
+        super().__init__(f"row {row} token {token} has non-finite logit {value!r}")
+
+
+class InvalidPError(InvalidInputError):
+    code = "invalid_p"
+
+    def __init__(self, given: object, as_float32: float | None) -> None:
+        self.given, self.as_float32 = given, as_float32
+        shown = "not a number" if as_float32 is None else repr(as_float32)
+        super().__init__(
+            f"p={given!r} is {shown} after float32 conversion; it must be finite and in (0, 1)"
+        )
+
+
+class ShapeError(InvalidInputError):
+    code = "bad_shape"
+
+
+class LimitError(InvalidInputError):
+    """A manifest or input exceeds a declared resource limit; refused before anything runs."""
+
+    code = "over_limit"
+
+
+# --- evidence and sources (exit 2 when running, exit 4 when verifying) ----------------------
+
+
+class EvidenceDriftError(HarnessError):
+    """A pinned hash does not match what is on disk: nothing runs."""
+
+    code = "evidence_drift"
+
+    def __init__(self, what: str, expected: str, actual: str) -> None:
+        self.what, self.expected, self.actual = what, expected, actual
+        super().__init__(f"{what}: expected sha256 {expected}, found {actual}")
+
+
+class SourcesError(HarnessError):
+    """Pinned sources could not be fetched, extracted or read."""
+
+    code = "sources"
+
+
+class KernelRunError(HarnessError):
+    """A kernel child could not be started or produced unusable results."""
+
+    code = "kernel_run"
+
+
+# --- verification (exit 4) -----------------------------------------------------------------
+
+
+class VerificationError(HarnessError):
+    """Base of everything that makes ``topp-gate verify`` refuse a bundle."""
+
+    code = "verification_failed"
+    exit_code = EXIT_VERIFY
+
+
+class MalformedEvidenceError(VerificationError):
+    """An artifact is missing, unreadable, unparsable or not what the schema allows."""
+
+    code = "malformed_evidence"
+
+
+class SignatureError(VerificationError):
+    """The envelope's signature does not verify with the given public key."""
+
+    code = "bad_signature"
+
+
+class BindingMismatchError(VerificationError):
+    """A digest, a recorded hash, or a rerun result differs from what the receipt binds."""
+
+    code = "binding_mismatch"
+
+    def __init__(self, what: str, expected: str, actual: str) -> None:
+        self.what, self.expected, self.actual = what, expected, actual
+        super().__init__(f"{what}: receipt says {expected}, found {actual}")

@@ -1,0 +1,88 @@
+"""Exact float32 <-> Python float conversions, on raw little-endian bytes.
+
+Every float32 is exactly representable as a binary64 Python float, so decoding loses
+nothing. Values that must round-trip bit-exactly through JSON are written as IEEE-754 hex
+strings (``float.hex``), never as decimal JSON numbers.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+import sys
+from array import array
+
+from .errors import InvalidPError, ShapeError
+
+NEG_INF = -math.inf
+FLOAT32_BYTES = 4
+
+
+def decode(data: bytes) -> list[float]:
+    """Raw little-endian float32 bytes to exact Python floats."""
+    if len(data) % FLOAT32_BYTES:
+        raise ShapeError(f"{len(data)} bytes is not a whole number of float32 values")
+    values = array("f")
+    values.frombytes(data)
+    if sys.byteorder != "little":  # pragma: no cover - no big-endian CI machine
+        values.byteswap()
+    return values.tolist()
+
+
+def encode(values: list[float]) -> bytes:
+    """Python floats (each already a float32 value) to raw little-endian float32 bytes."""
+    packed = array("f", values)
+    if sys.byteorder != "little":  # pragma: no cover
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def rows(data: bytes, vocab: int | None) -> list[list[float]]:
+    """Split raw float32 bytes into rows of ``vocab`` values (one row when vocab is None)."""
+    values = decode(data)
+    if not values:
+        raise ShapeError("no float32 values in input")
+    if vocab is None:
+        return [values]
+    if vocab <= 0:
+        raise ShapeError(f"vocab must be positive, got {vocab}")
+    if len(values) % vocab:
+        raise ShapeError(f"{len(values)} float32 values is not a whole number of rows of {vocab}")
+    return [values[i : i + vocab] for i in range(0, len(values), vocab)]
+
+
+def to_float32(value: float) -> float:
+    """Round a binary64 value to the nearest float32 (ties to even), as torch does.
+
+    Values beyond the float32 range become +-inf, exactly as a cast would.
+    """
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def runtime_p(given: str | float) -> float:
+    """The kernel's runtime p: the decimal (or float) ``given`` converted to float32.
+
+    Refuses anything that is not finite and strictly inside (0, 1) after conversion.
+    """
+    try:
+        p64 = float(given)
+    except (TypeError, ValueError):
+        raise InvalidPError(given, None) from None
+    if math.isnan(p64):
+        raise InvalidPError(given, None)
+    p32 = to_float32(p64)
+    if not (math.isfinite(p32) and 0.0 < p32 < 1.0):
+        raise InvalidPError(given, p32)
+    return p32
+
+
+def hexf(value: float) -> str:
+    """IEEE-754 hex string of a float, for bit-exact JSON."""
+    return float.hex(value)
+
+
+def unhexf(text: str) -> float:
+    return float.fromhex(text)

@@ -1,0 +1,363 @@
+"""The predeclared gate: pure functions from captured rows, oracle and outputs to a verdict.
+
+Nothing here does I/O, and nothing here has a tunable: the rules are the seed's, fixed in
+code, and the row results are deterministic JSON-ready dicts (floats as IEEE-754 hex), so
+the offline verifier can recompute them and demand equality.
+
+Forced rows judge the patched side:
+    forced token kept, no NaN, row not all masked, argmax is the forced token, and on the
+    split path exactly one token kept. Stock's failures are recorded as reproduction of the
+    defect (``diagnostics.stock_forced_failures``), never as a stop.
+
+Ordinary rows (boundary rows too), in the seed's order:
+    1. both outputs readable and derived from identical input bytes; stock omitting any
+       oracle token stops (``stock_under_keep``) and that row defines no tradeoff;
+    2. patched kept set is a canonical prefix under (logit desc, id asc) holding the whole
+       oracle set: a hole (``non_prefix``), a noncanonical exact tie (``noncanonical_tie``),
+       a missing oracle token (``missing_oracle_token``), fewer tokens than the oracle
+       (``under_keep``) each stop;
+    3. ``|kept - oracle| <= 3``, or else ``|kept - oracle| / oracle < 0.005`` (exact integer
+       comparison ``200 * diff < oracle``), else ``count_bound``;
+    4. patched symmetric difference from the oracle <= stock's (``symdiff_regression``).
+Diagnostics (never a stop): exact mask equality with the oracle, and whether removing the
+lowest-priority kept token drops the reference prefix below p (minimality).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import UsageError
+from .f32 import hexf
+from .oracle import Ambiguous, Certified, OracleOutcome
+
+FORCED = "forced"
+ORDINARY = "ordinary"
+ROW_KINDS = (FORCED, ORDINARY)
+
+# Side statuses: what the kernel runner could say about one side's output for a row.
+OK = "ok"
+SIDE_FAILURES = ("unreadable_output", "input_mismatch", "timeout", "kernel_crash")
+
+# The closed set of stop reasons (receipt schema enumerates the same set; a test pins it).
+STOP_REASONS = (
+    "under_keep",
+    "non_prefix",
+    "noncanonical_tie",
+    "missing_oracle_token",
+    "stock_under_keep",
+    "count_bound",
+    "symdiff_regression",
+    "oracle_boundary_ambiguous",
+    "forced_failure",
+    "nan_output",
+    "unreadable_output",
+    "input_mismatch",
+    "timeout",
+    "kernel_crash",
+    "evidence_drift",
+    "run_timeout",
+    "split_path_not_taken",
+)
+
+PASS = "PASS"
+STOP = "STOP"
+
+
+@dataclass(frozen=True)
+class SideOutput:
+    """One side's output row: masked logits (kept tokens finite or +inf, masked -inf)."""
+
+    status: str
+    values: Sequence[float] | None = None
+
+    @classmethod
+    def failed(cls, status: str) -> SideOutput:
+        if status not in SIDE_FAILURES:
+            raise UsageError(f"unknown side failure status {status!r}")
+        return cls(status, None)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One captured row and how it is judged."""
+
+    case: str
+    index: int
+    kind: str
+    logits: Sequence[float]
+    p32: float
+    forced_id: int | None = None
+
+
+@dataclass
+class _Mask:
+    kept: list[int]
+    has_nan: bool
+
+
+def _mask(values: Sequence[float]) -> _Mask:
+    neg_inf = -math.inf
+    kept = [i for i, v in enumerate(values) if v != neg_inf and v == v]
+    has_nan = any(v != v for v in values)
+    return _Mask(kept, has_nan)
+
+
+def _argmax(values: Sequence[float]) -> int | None:
+    """Smallest index holding the largest non-NaN value; None when every value is NaN."""
+    best: int | None = None
+    for i, v in enumerate(values):
+        if v == v and (best is None or v > values[best]):
+            best = i
+    return best
+
+
+def prefix_violation(logits: Sequence[float], kept: Sequence[int]) -> str | None:
+    """None when ``kept`` is a canonical prefix, else ``non_prefix`` or ``noncanonical_tie``.
+
+    O(n): the set is a prefix exactly when every dropped token sorts after the
+    lowest-priority kept token under (logit descending, id ascending).
+    """
+    if not kept:
+        return None  # the empty prefix; under_keep catches it
+    low = kept[0]
+    for i in kept:
+        if logits[i] < logits[low] or (logits[i] == logits[low] and i > low):
+            low = i
+    low_value = logits[low]
+    kept_set = set(kept)
+    tie_violation = False
+    for j, v in enumerate(logits):
+        if j in kept_set:
+            continue
+        if v > low_value:
+            return "non_prefix"
+        if v == low_value and j < low:
+            tie_violation = True
+    return "noncanonical_tie" if tie_violation else None
+
+
+def within_count_bound(kept: int, oracle: int) -> bool:
+    """The seed's per-row count envelope, in exact integer arithmetic."""
+    diff = abs(kept - oracle)
+    return diff <= 3 or 200 * diff < oracle
+
+
+# --- criteria ------------------------------------------------------------------------------
+
+Criterion = Callable[["_RowContext"], list[str]]
+
+
+@dataclass
+class _RowContext:
+    row: Row
+    oracle: Certified
+    stock: _Mask
+    patched: _Mask
+    split_path: bool
+
+
+def _forced_failures(row: Row, mask: _Mask, values: Sequence[float], split_path: bool) -> list[str]:
+    """Which forced-row properties a side violates (names are stable, used in reports)."""
+    fid = row.forced_id
+    failed = []
+    if fid is None or fid not in set(mask.kept):
+        failed.append("forced_token_dropped")
+    if mask.has_nan:
+        failed.append("nan")
+    if not mask.kept:
+        failed.append("all_masked")
+    if _argmax(values) != fid:
+        failed.append("argmax_not_forced")
+    if split_path and len(mask.kept) != 1:
+        failed.append("not_exactly_one")
+    return failed
+
+
+def _nan(ctx: _RowContext) -> list[str]:
+    return ["nan_output"] if ctx.patched.has_nan or ctx.stock.has_nan else []
+
+
+def _stock_under_keep(ctx: _RowContext) -> list[str]:
+    return [] if set(ctx.oracle.kept) <= set(ctx.stock.kept) else ["stock_under_keep"]
+
+
+def _patched_prefix(ctx: _RowContext) -> list[str]:
+    reasons = []
+    violation = prefix_violation(ctx.row.logits, ctx.patched.kept)
+    if violation:
+        reasons.append(violation)
+    if not set(ctx.oracle.kept) <= set(ctx.patched.kept):
+        reasons.append("missing_oracle_token")
+    if len(ctx.patched.kept) < ctx.oracle.count:
+        reasons.append("under_keep")
+    return reasons
+
+
+def _count_bound(ctx: _RowContext) -> list[str]:
+    return [] if within_count_bound(len(ctx.patched.kept), ctx.oracle.count) else ["count_bound"]
+
+
+def _symdiff(ctx: _RowContext) -> list[str]:
+    if _stock_under_keep(ctx):
+        return []  # that row defines no stock-relative tradeoff (already a stop)
+    oracle = set(ctx.oracle.kept)
+    patched = len(oracle.symmetric_difference(ctx.patched.kept))
+    stock = len(oracle.symmetric_difference(ctx.stock.kept))
+    return ["symdiff_regression"] if patched > stock else []
+
+
+ORDINARY_CRITERIA: dict[str, Criterion] = {
+    "nan_output": _nan,
+    "stock_under_keep": _stock_under_keep,
+    "canonical_prefix": _patched_prefix,
+    "count_bound": _count_bound,
+    "symdiff": _symdiff,
+}
+
+
+class AllOf:
+    """A row passes when every named criterion passes. Empty or unknown names are refused."""
+
+    def __init__(self, names: Sequence[str], registry: dict[str, Criterion]) -> None:
+        if not names:
+            raise UsageError("a gate needs at least one criterion")
+        unknown = [n for n in names if n not in registry]
+        if unknown:
+            raise UsageError(f"unknown gate criteria: {', '.join(unknown)}")
+        self.names = tuple(names)
+        self._criteria = [registry[n] for n in names]
+
+    def __call__(self, ctx: _RowContext) -> list[str]:
+        reasons: list[str] = []
+        for criterion in self._criteria:
+            reasons.extend(criterion(ctx))
+        return reasons
+
+
+ORDINARY_GATE = AllOf(tuple(ORDINARY_CRITERIA), ORDINARY_CRITERIA)
+
+
+# --- per-row judgement ---------------------------------------------------------------------
+
+
+def _side_status(side: SideOutput, vocab: int) -> str:
+    """OK, or the failure that makes this side's row unusable (fail closed)."""
+    if side.status in SIDE_FAILURES:
+        return side.status
+    if side.status != OK or side.values is None or len(side.values) != vocab:
+        return "unreadable_output"
+    return OK
+
+
+def _side_summary(mask: _Mask | None, status: str, oracle: Certified | None) -> dict[str, Any]:
+    if mask is None:
+        return {"status": status}
+    summary: dict[str, Any] = {"status": OK, "kept": len(mask.kept), "nan": mask.has_nan}
+    if oracle is not None:
+        o = set(oracle.kept)
+        summary["symdiff"] = len(o.symmetric_difference(mask.kept))
+        summary["missing_oracle"] = len(o.difference(mask.kept))
+    return summary
+
+
+def _minimal(logits: Sequence[float], mask: _Mask, oracle: Certified) -> bool | None:
+    """Whether dropping the lowest-priority kept token leaves the reference prefix below p.
+
+    Defined only for a non-empty canonical prefix without NaN; None otherwise.
+    """
+    if not mask.kept or mask.has_nan or prefix_violation(logits, mask.kept):
+        return None
+    return not oracle.prefix_reaches_target(len(mask.kept) - 1)
+
+
+def _oracle_summary(oracle: OracleOutcome) -> dict[str, Any]:
+    base = {
+        "target": hexf(oracle.target),
+        "normalizer": hexf(oracle.normalizer),
+        "prefix_at_count": hexf(oracle.prefix_at_count),
+        "prefix_below_count": hexf(oracle.prefix_below_count),
+    }
+    if isinstance(oracle, Ambiguous):
+        return {"status": oracle.status, "scan_count": oracle.scan_count, **base}
+    return {"status": oracle.status, "count": oracle.count, **base}
+
+
+def judge_row(row: Row, oracle: OracleOutcome, stock: SideOutput, patched: SideOutput, *,
+              split_path: bool) -> dict[str, Any]:
+    """Judge one row. Returns its deterministic, JSON-ready result."""
+    if row.kind not in ROW_KINDS:
+        raise UsageError(f"unknown row kind {row.kind!r}")
+    if row.kind == FORCED and (row.forced_id is None or not 0 <= row.forced_id < len(row.logits)):
+        raise UsageError(f"forced row {row.case}[{row.index}] has no valid forced id")
+    result: dict[str, Any] = {
+        "case": row.case,
+        "row": row.index,
+        "kind": row.kind,
+        "p": hexf(row.p32),
+        "oracle": _oracle_summary(oracle),
+    }
+    if row.kind == FORCED:
+        result["forced_id"] = row.forced_id
+    stops: list[str] = []
+    certified = oracle if isinstance(oracle, Certified) else None
+    if certified is None:
+        stops.append("oracle_boundary_ambiguous")
+
+    masks: dict[str, _Mask | None] = {}
+    for name, side in (("stock", stock), ("patched", patched)):
+        status = _side_status(side, len(row.logits))
+        masks[name] = _mask(side.values) if status == OK and side.values is not None else None
+        if masks[name] is None:
+            stops.append(status)
+        result[name] = _side_summary(masks[name], status, certified)
+
+    diagnostics: dict[str, Any] = {}
+    stock_mask, patched_mask = masks["stock"], masks["patched"]
+    if row.kind == FORCED:
+        if stock_mask is not None and stock.values is not None:
+            diagnostics["stock_forced_failures"] = _forced_failures(
+                row, stock_mask, stock.values, split_path)
+        if patched_mask is not None and patched.values is not None:
+            failures = _forced_failures(row, patched_mask, patched.values, split_path)
+            diagnostics["patched_forced_failures"] = failures
+            if failures:
+                stops.append("forced_failure")
+    elif certified is not None and stock_mask is not None and patched_mask is not None:
+        stops.extend(ORDINARY_GATE(_RowContext(row, certified, stock_mask, patched_mask,
+                                               split_path)))
+
+    if certified is not None:
+        for name, mask in (("stock", stock_mask), ("patched", patched_mask)):
+            if mask is not None:
+                diagnostics[f"{name}_exact"] = set(mask.kept) == set(certified.kept)
+                diagnostics[f"{name}_minimal"] = _minimal(row.logits, mask, certified)
+    result["diagnostics"] = diagnostics
+    result["stops"] = sorted(set(stops))
+    return result
+
+
+def verdict(row_results: Iterable[dict[str, Any]], run_stops: Iterable[str] = ()) -> dict[str, Any]:
+    """PASS only when no row and no run-level condition stops; else STOP with every reason."""
+    reasons: set[str] = set(run_stops)
+    rows = 0
+    stopped = 0
+    for result in row_results:
+        rows += 1
+        if result["stops"]:
+            stopped += 1
+            reasons.update(result["stops"])
+    unknown = reasons.difference(STOP_REASONS)
+    if unknown:
+        raise UsageError(f"unknown stop reasons: {', '.join(sorted(unknown))}")
+    if rows == 0:
+        reasons.add("unreadable_output")  # nothing judged is never a pass
+    return {
+        "verdict": STOP if reasons else PASS,
+        "reasons": sorted(reasons),
+        "rows": rows,
+        "rows_stopped": stopped,
+    }

@@ -1,0 +1,192 @@
+"""The independent binary64 numerical reference for split top-p (the seed's procedure).
+
+Given one row of finite float32 logits and the kernel's runtime p (float32), it finds the
+smallest canonical prefix whose unnormalized binary64 weight reaches ``p * normalizer``:
+
+1. every float32 logit becomes a Python float exactly; p is float32 first, then float;
+2. canonical order: stable sort of token ids by (logit descending, id ascending);
+   -0.0 and 0.0 are equal logits and tie by id;
+3. subtract the maximum, weights with ``math.exp``, normalizer ``math.fsum(weights)``,
+   ``target = p * normalizer`` (one rounding);
+4. one Neumaier-compensated cumulative scan finds the smallest count whose compensated
+   prefix ``s + c`` reaches target, and stops there;
+5. certify only the boundary: ``fsum(weights[:count]) >= target`` and
+   ``fsum(weights[:count - 1]) < target`` (zero for a one-token prefix). When they do not
+   certify the scan's count, the outcome is :class:`Ambiguous`, never resolved by a
+   tolerance.
+
+This is a deterministic double-precision reference, not an exact-real nucleus proof.
+
+Cost: linear in the vocabulary apart from the sort; the pure scan stops at the boundary.
+An optional numpy fast path (``fast=True``) does the sort, the max subtraction and the
+scan's two sequential accumulations vectorized; every operation it uses is an IEEE-754
+correctly rounded binary64 operation in the same order, and tests prove the results
+identical to the pure path. ``math.exp`` and ``math.fsum`` are used on both paths.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .errors import EmptyRowError, InvalidPError, NonFiniteLogitError
+from .f32 import to_float32
+
+SCAN = "neumaier"
+
+
+@dataclass(frozen=True)
+class Certified:
+    """A certified boundary: the oracle kept set is ``kept`` (canonical order)."""
+
+    count: int
+    kept: tuple[int, ...]
+    target: float
+    normalizer: float
+    prefix_at_count: float  # fsum of the first ``count`` weights (>= target)
+    prefix_below_count: float  # fsum of the first ``count - 1`` weights (< target)
+    weights: tuple[float, ...] = field(repr=False, compare=False)  # canonical order
+
+    status = "certified"
+
+    def prefix_reaches_target(self, length: int) -> bool:
+        """Whether the canonical prefix of ``length`` tokens reaches target (fsum)."""
+        if length <= 0:
+            return False
+        return math.fsum(self.weights[:length]) >= self.target
+
+
+@dataclass(frozen=True)
+class Ambiguous:
+    """The scan and the fsum certification disagree: ``oracle_boundary_ambiguous``."""
+
+    scan_count: int
+    target: float
+    normalizer: float
+    prefix_at_count: float
+    prefix_below_count: float
+
+    status = "oracle_boundary_ambiguous"
+
+
+OracleOutcome = Certified | Ambiguous
+
+
+def checked_p(p32: float) -> float:
+    """Check that ``p32`` is already a float32 value, finite and strictly inside (0, 1)."""
+    if not isinstance(p32, float) or math.isnan(p32) or to_float32(p32) != p32:
+        raise InvalidPError(p32, None if not isinstance(p32, float) else to_float32(p32))
+    if not (math.isfinite(p32) and 0.0 < p32 < 1.0):
+        raise InvalidPError(p32, p32)
+    return p32
+
+
+def _check_logits(logits: Sequence[float], row: int) -> None:
+    if len(logits) == 0:
+        raise EmptyRowError(f"row {row}")
+    for token, value in enumerate(logits):
+        if not math.isfinite(value):
+            raise NonFiniteLogitError(row, token, value)
+
+
+def canonical_order(logits: Sequence[float]) -> list[int]:
+    """Token ids sorted by (logit descending, id ascending). Stable sort on -logit.
+
+    Negation is exact, and -0.0 == 0.0, so signed zeros tie and keep id order.
+    """
+    negated = [-v for v in logits]
+    return sorted(range(len(negated)), key=negated.__getitem__)
+
+
+def _neumaier_scan(weights: Sequence[float], target: float) -> int:
+    """Smallest count whose Neumaier-compensated prefix sum reaches target; stops there.
+
+    Returns ``len(weights)`` if the whole compensated sum stays below target.
+    """
+    s = 0.0
+    c = 0.0
+    count = 0
+    for count, w in enumerate(weights, 1):  # noqa: B007 - count is the result
+        t = s + w
+        if abs(s) >= abs(w):
+            c += (s - t) + w
+        else:
+            c += (w - t) + s
+        s = t
+        if s + c >= target:
+            return count
+    return count
+
+
+def _certify(weights: Sequence[float], order: Sequence[int], count: int, target: float,
+             normalizer: float) -> OracleOutcome:
+    at = math.fsum(weights[:count])
+    below = math.fsum(weights[: count - 1]) if count > 1 else 0.0
+    if at >= target and below < target:
+        return Certified(
+            count=count,
+            kept=tuple(order[:count]),
+            target=target,
+            normalizer=normalizer,
+            prefix_at_count=at,
+            prefix_below_count=below,
+            weights=tuple(weights),
+        )
+    return Ambiguous(count, target, normalizer, at, below)
+
+
+def reference(logits: Sequence[float], p32: float, *, row: int = 0,
+              fast: bool = False) -> OracleOutcome:
+    """Run the oracle on one row. ``logits`` are float32 values as Python floats."""
+    p32 = checked_p(p32)
+    _check_logits(logits, row)
+    if fast:
+        return _reference_numpy(logits, p32)
+    order = canonical_order(logits)
+    top = logits[order[0]]
+    weights = [math.exp(logits[i] - top) for i in order]
+    normalizer = math.fsum(weights)
+    target = p32 * normalizer
+    count = _neumaier_scan(weights, target)
+    return _certify(weights, order, count, target, normalizer)
+
+
+def _reference_numpy(logits: Sequence[float], p32: float) -> OracleOutcome:
+    """Same procedure, numpy for the sort and the scan's accumulations (bit-identical)."""
+    import numpy as np  # optional: only the fast path needs it
+
+    values = np.asarray(logits, dtype=np.float64)
+    order_arr = np.argsort(-values, kind="stable")
+    shifted = values[order_arr] - values[order_arr[0]]  # exact-rounded, same as Python
+    weights = list(map(math.exp, shifted.tolist()))
+    normalizer = math.fsum(weights)
+    target = p32 * normalizer
+    w = np.asarray(weights, dtype=np.float64)
+    # Neumaier: t_k = fl(s_{k-1} + w_k) is a strictly sequential accumulation.
+    s = np.add.accumulate(w)
+    s_prev = np.concatenate(([0.0], s[:-1]))
+    increments = np.where(np.abs(s_prev) >= np.abs(w), (s_prev - s) + w, (w - s) + s_prev)
+    c = np.add.accumulate(increments)
+    reached = np.flatnonzero(s + c >= target)
+    count = int(reached[0]) + 1 if reached.size else len(weights)
+    return _certify(weights, order_arr.tolist(), count, target, normalizer)
+
+
+def reference_rows(rows: Sequence[Sequence[float]], p32: float | Sequence[float], *,
+                   fast: bool = False) -> list[OracleOutcome]:
+    """Run the oracle on each row; ``p32`` is one value for all rows or one per row."""
+    ps = [p32] * len(rows) if isinstance(p32, float) else list(p32)
+    if len(ps) != len(rows):
+        from .errors import ShapeError
+
+        raise ShapeError(f"{len(ps)} p values for {len(rows)} rows")
+    return [reference(r, p, row=i, fast=fast) for i, (r, p) in enumerate(zip(rows, ps, strict=True))]
+
+
+def numpy_available() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True
