@@ -1,0 +1,141 @@
+"""Judge every row of a set of captured cases, from bytes. Shared by ``run`` and ``verify``.
+
+Input: for each case, the captured logits and p bytes, each side's raw output bytes (or the
+failure status the kernel runner recorded), and whether the split path was proven.
+Output: the gate's per-row results, in case order then row order, and nothing else.
+
+Rows are independent, so they may be judged in worker processes; the result list is
+identical to a serial run (tests prove it). No torch, triton or vLLM here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ShapeError, UsageError
+from .f32 import FLOAT32_BYTES, decode
+from .gate import FORCED, OK, ROW_KINDS, SIDE_FAILURES, Row, SideOutput, judge_row
+from .oracle import reference
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    judge: str  # "forced" or "ordinary"
+    forced_id: int | None = None
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class CaseBytes:
+    """One captured case with both sides' outputs (bytes) or their failure status."""
+
+    id: str
+    vocab: int
+    rows: Sequence[RowSpec]
+    logits: bytes
+    p: bytes
+    stock: bytes | str
+    patched: bytes | str
+    split_path: bool
+
+    @property
+    def batch(self) -> int:
+        return len(self.rows)
+
+
+# One row's work item: plain data, so it can travel to a worker process.
+_Task = tuple[str, int, str, "int | None", bytes, float, "bytes | str", "bytes | str", bool, bool]
+
+
+def _side_row(side: bytes | str, index: int, row_bytes: int) -> bytes | str:
+    if isinstance(side, str):
+        return side
+    return side[index * row_bytes : (index + 1) * row_bytes]
+
+
+def _check_case(case: CaseBytes) -> list[float]:
+    if case.batch == 0 or case.vocab <= 0:
+        raise ShapeError(f"case {case.id}: empty batch or vocabulary")
+    for spec in case.rows:
+        if spec.judge not in ROW_KINDS:
+            raise UsageError(f"case {case.id}: unknown row judge {spec.judge!r}")
+        if spec.judge == FORCED and spec.forced_id is None:
+            raise UsageError(f"case {case.id}: forced row without forced_id")
+    if len(case.logits) != case.batch * case.vocab * FLOAT32_BYTES:
+        raise ShapeError(f"case {case.id}: logits bytes do not hold {case.batch} rows of "
+                         f"{case.vocab} float32 values")
+    ps = decode(case.p)
+    if len(ps) != case.batch:
+        raise ShapeError(f"case {case.id}: {len(ps)} p values for {case.batch} rows")
+    for side in (case.stock, case.patched):
+        if isinstance(side, str) and side not in SIDE_FAILURES:
+            raise UsageError(f"case {case.id}: unknown side status {side!r}")
+    return ps
+
+
+def _side_bytes(side: bytes | str, expected: int) -> bytes | str:
+    """A side's whole output, or ``unreadable_output`` when its size is wrong."""
+    if isinstance(side, str) or len(side) == expected:
+        return side
+    return "unreadable_output"
+
+
+def tasks(cases: Iterable[CaseBytes], *, fast: bool = False) -> Iterator[_Task]:
+    """Split cases into independent per-row work items, in case order then row order."""
+    for case in cases:
+        ps = _check_case(case)
+        row_bytes = case.vocab * FLOAT32_BYTES
+        expected = case.batch * row_bytes
+        stock = _side_bytes(case.stock, expected)
+        patched = _side_bytes(case.patched, expected)
+        for i, spec in enumerate(case.rows):
+            yield (case.id, i, spec.judge, spec.forced_id,
+                   case.logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
+                   _side_row(stock, i, row_bytes), _side_row(patched, i, row_bytes),
+                   case.split_path, fast)
+
+
+def _output(side: bytes | str) -> SideOutput:
+    if isinstance(side, str):
+        return SideOutput.failed(side)
+    return SideOutput(OK, decode(side))
+
+
+def judge_task(task: _Task) -> dict[str, Any]:
+    """Judge one row: decode bytes, run the oracle, apply the gate."""
+    case_id, index, kind, forced_id, logits_bytes, p32, stock, patched, split_path, fast = task
+    logits = decode(logits_bytes)
+    row = Row(case_id, index, kind, logits, p32, forced_id)
+    outcome = reference(logits, p32, row=index, fast=fast)
+    return judge_row(row, outcome, _output(stock), _output(patched), split_path=split_path)
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def judge_cases(cases: Iterable[CaseBytes], *, workers: int = 1, fast: bool = False,
+                progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
+    """Per-row gate results for every row of every case, in order.
+
+    ``workers > 1`` judges rows in worker processes; the list is identical to a serial run.
+    ``progress`` is called with 1 after each row is judged.
+    """
+    work = list(tasks(cases, fast=fast))
+    results: list[dict[str, Any]] = []
+    if workers <= 1 or len(work) <= 1:
+        for task in work:
+            results.append(judge_task(task))
+            if progress:
+                progress(1)
+        return results
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for result in pool.map(judge_task, work, chunksize=1):
+            results.append(result)
+            if progress:
+                progress(1)
+    return results
