@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import EmptyRowError, InvalidPError, NonFiniteLogitError
 from .f32 import to_float32
@@ -85,9 +86,10 @@ def checked_p(p32: float) -> float:
 def _check_logits(logits: Sequence[float], row: int) -> None:
     if len(logits) == 0:
         raise EmptyRowError(f"row {row}")
-    for token, value in enumerate(logits):
-        if not math.isfinite(value):
-            raise NonFiniteLogitError(row, token, value)
+    if all(map(math.isfinite, logits)):
+        return
+    token = next(i for i, v in enumerate(logits) if not math.isfinite(v))
+    raise NonFiniteLogitError(row, token, logits[token])
 
 
 def canonical_order(logits: Sequence[float]) -> list[int]:
@@ -107,7 +109,7 @@ def _neumaier_scan(weights: Sequence[float], target: float) -> int:
     s = 0.0
     c = 0.0
     count = 0
-    for count, w in enumerate(weights, 1):  # noqa: B007 - count is the result
+    for count, w in enumerate(weights, 1):
         t = s + w
         if abs(s) >= abs(w):
             c += (s - t) + w
@@ -121,6 +123,7 @@ def _neumaier_scan(weights: Sequence[float], target: float) -> int:
 
 def _certify(weights: Sequence[float], order: Sequence[int], count: int, target: float,
              normalizer: float) -> OracleOutcome:
+    """Certify the scan's candidate with fsum; ``order`` needs at least ``count`` ids."""
     at = math.fsum(weights[:count])
     below = math.fsum(weights[: count - 1]) if count > 1 else 0.0
     if at >= target and below < target:
@@ -140,9 +143,9 @@ def reference(logits: Sequence[float], p32: float, *, row: int = 0,
               fast: bool = False) -> OracleOutcome:
     """Run the oracle on one row. ``logits`` are float32 values as Python floats."""
     p32 = checked_p(p32)
-    _check_logits(logits, row)
     if fast:
-        return _reference_numpy(logits, p32)
+        return _reference_numpy(logits, p32, row)
+    _check_logits(logits, row)
     order = canonical_order(logits)
     top = logits[order[0]]
     weights = [math.exp(logits[i] - top) for i in order]
@@ -152,12 +155,35 @@ def reference(logits: Sequence[float], p32: float, *, row: int = 0,
     return _certify(weights, order, count, target, normalizer)
 
 
-def _reference_numpy(logits: Sequence[float], p32: float) -> OracleOutcome:
+def _canonical_order_numpy(values: Any) -> Any:
+    """Canonical order with numpy, identical to :func:`canonical_order` (tests prove it).
+
+    For float32 inputs (the contract), each value maps to a 32-bit key that sorts like the
+    float (after turning -0.0 into 0.0, so signed zeros tie), inverted for descending
+    order, with the token id in the low 32 bits: keys are unique, so an ordinary sort of
+    them is the stable (logit descending, id ascending) order. Anything that is not
+    exactly float32 falls back to a stable argsort on the negated binary64 values.
+    """
+    import numpy as np
+
+    v32 = values.astype(np.float32)
+    if not np.array_equal(v32.astype(np.float64), values):
+        return np.argsort(-values, kind="stable")
+    bits = (v32 + np.float32(0.0)).view(np.uint32)  # -0.0 + 0.0 == +0.0
+    ascending = np.where(bits >> 31 == 1, ~bits, bits | np.uint32(0x80000000))
+    keys = (~ascending).astype(np.uint64) << np.uint64(32)
+    keys |= np.arange(values.size, dtype=np.uint64)
+    return (np.sort(keys) & np.uint64(0xFFFFFFFF)).astype(np.int64)
+
+
+def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOutcome:
     """Same procedure, numpy for the sort and the scan's accumulations (bit-identical)."""
     import numpy as np  # optional: only the fast path needs it
 
     values = np.asarray(logits, dtype=np.float64)
-    order_arr = np.argsort(-values, kind="stable")
+    if values.size == 0 or not np.isfinite(values).all():
+        _check_logits(logits, row)  # raises the same typed error as the pure path
+    order_arr = _canonical_order_numpy(values)
     shifted = values[order_arr] - values[order_arr[0]]  # exact-rounded, same as Python
     weights = list(map(math.exp, shifted.tolist()))
     normalizer = math.fsum(weights)
@@ -170,7 +196,7 @@ def _reference_numpy(logits: Sequence[float], p32: float) -> OracleOutcome:
     c = np.add.accumulate(increments)
     reached = np.flatnonzero(s + c >= target)
     count = int(reached[0]) + 1 if reached.size else len(weights)
-    return _certify(weights, order_arr.tolist(), count, target, normalizer)
+    return _certify(weights, order_arr[:count].tolist(), count, target, normalizer)
 
 
 def reference_rows(rows: Sequence[Sequence[float]], p32: float | Sequence[float], *,

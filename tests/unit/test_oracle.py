@@ -188,16 +188,18 @@ def test_weights_that_underflow_to_zero():
 # --- refusals ------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fast", [False, True])
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_non_finite_logits_are_refused(bad):
+def test_non_finite_logits_are_refused(bad, fast):
     with pytest.raises(NonFiniteLogitError) as err:
-        oracle.reference([0.0, bad, 1.0], 0.5)
+        oracle.reference([0.0, bad, 1.0], 0.5, fast=fast)
     assert err.value.token == 1
 
 
-def test_empty_row_is_refused():
+@pytest.mark.parametrize("fast", [False, True])
+def test_empty_row_is_refused(fast):
     with pytest.raises(EmptyRowError):
-        oracle.reference([], 0.5)
+        oracle.reference([], 0.5, fast=fast)
 
 
 @pytest.mark.parametrize("p", ["0", "1", "1.0000001", "-0.5", "nan", "inf", "1e-50", "abc"])
