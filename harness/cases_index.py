@@ -1,0 +1,92 @@
+"""The captured cases index (``cases.json``): render, parse, validate, check against a manifest.
+
+Verifier side: standard library and jsonschema only. ``cases.py`` writes the bytes that
+:func:`render_cases_index` returns, so a verifier can rebuild the exact expected bytes from
+the frozen manifest alone (:func:`check_against_manifest`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+
+from .errors import BindingMismatchError, MalformedEvidenceError
+from .manifest import FORCED, CaseLayout, Manifest, RowLayout, expected_layout
+
+SCHEMA = "topp-gate/cases/v1"
+SCHEMA_RESOURCE = "cases.schema.json"
+
+
+def cases_schema() -> dict[str, Any]:
+    text = resources.files("harness").joinpath("schemas", SCHEMA_RESOURCE).read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def render_cases_index(layout: Sequence[CaseLayout]) -> bytes:
+    """The exact ``cases.json`` bytes for ``layout`` (2-space indent, fixed key order, LF)."""
+    document = {"schema": SCHEMA, "cases": [case.to_json() for case in layout]}
+    return (json.dumps(document, indent=2, ensure_ascii=True) + "\n").encode("ascii")
+
+
+def parse_cases_index(raw: bytes) -> list[CaseLayout]:
+    """Parse and validate ``cases.json`` bytes; MalformedEvidenceError on any defect."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise MalformedEvidenceError(f"cases.json: not UTF-8 JSON ({err})") from None
+    validator = jsonschema.Draft202012Validator(cases_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
+        raise MalformedEvidenceError(f"cases.json: schema violation at {where}: {error.message}")
+    layout: list[CaseLayout] = []
+    seen: set[str] = set()
+    for entry in data["cases"]:
+        case = _case(entry)
+        if case.id in seen:
+            raise MalformedEvidenceError(f"cases.json: case id {case.id} appears twice")
+        seen.add(case.id)
+        layout.append(case)
+    return layout
+
+
+def _case(entry: dict[str, Any]) -> CaseLayout:
+    cid = entry["id"]
+    rows = tuple(RowLayout(r["judge"], r["forced_id"], r["label"]) for r in entry["rows"])
+    case = CaseLayout(cid, entry["kind"], entry["batch"], entry["vocab"], rows)
+    if (entry["logits"], entry["p"]) != (case.logits_path, case.p_path):
+        raise MalformedEvidenceError(f"cases.json: case {cid} names input files not its own")
+    if len(rows) != case.batch:
+        raise MalformedEvidenceError(f"cases.json: case {cid} has {len(rows)} rows, batch "
+                                     f"{case.batch}")
+    for index, row in enumerate(rows):
+        forced_kind = case.kind == FORCED
+        if (row.judge == FORCED) != forced_kind or (row.forced_id is not None) != forced_kind:
+            raise MalformedEvidenceError(
+                f"cases.json: case {cid} row {index}: judge/forced_id do not fit kind {case.kind}"
+            )
+        if row.forced_id is not None and row.forced_id >= case.vocab:
+            raise MalformedEvidenceError(
+                f"cases.json: case {cid} row {index}: forced id outside vocab {case.vocab}"
+            )
+    return case
+
+
+def check_against_manifest(layout: Sequence[CaseLayout], manifest: Manifest) -> None:
+    """Require ``layout`` to be exactly the manifest's expected layout, in order."""
+    expected = expected_layout(manifest)
+    if len(layout) != len(expected):
+        raise BindingMismatchError("cases.json case count", str(len(expected)), str(len(layout)))
+    for want, got in zip(expected, layout, strict=True):
+        if want != got:
+            raise BindingMismatchError(f"cases.json case {want.id}", _describe(want),
+                                       _describe(got))
+
+
+def _describe(case: CaseLayout) -> str:
+    return json.dumps(case.to_json(), sort_keys=True)[:200]

@@ -1,0 +1,386 @@
+"""The frozen manifest: load, schema-check, frozen-hash check, limits, expected case layout.
+
+Verifier side: standard library and jsonschema only (never torch or numpy).
+
+A manifest ``X.json`` is *frozen* by a committed sibling ``X.json.sha256`` in ``sha256sum``
+format (``<64 hex>  X.json``). :func:`load_manifest` hashes the very bytes it parses and
+refuses them unless that hash is the frozen one. Schema and semantic checks, and every
+resource limit, are enforced here, before anything runs.
+
+Exact decimal values (p, forced values, constructed logits) are JSON strings, converted by
+the harness rule: ``float(text)`` (binary64), then round to float32 (``harness.f32``).
+
+:func:`expected_layout` computes, without torch, the case list a ``cases.json`` built from
+this manifest must hold: id, kind, batch, vocab and per row ``judge``, ``forced_id``,
+``label``. The verifier compares a bundle's ``cases.json`` against it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+
+from .errors import EvidenceDriftError, InvalidInputError, LimitError
+from .f32 import runtime_p, to_float32
+
+SCHEMA = "topp-gate/manifest/v1"
+SCHEMA_RESOURCE = "manifest.schema.json"
+HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64
+FROZEN_SUFFIX = ".sha256"
+FORCED = "forced"
+ORDINARY = "ordinary"
+BOUNDARY = "boundary"
+_SHA256SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *](\S(?:.*\S)?)\n?$")
+_FLOAT32_MAX_KEY = 0x7F7FFFFF  # ordered-integer key of the largest finite float32
+
+
+class ManifestError(InvalidInputError):
+    """A manifest is unreadable, fails its schema, or is internally inconsistent."""
+
+    code = "bad_manifest"
+
+
+class ManifestNotFrozenError(ManifestError):
+    """A manifest has no usable committed ``.sha256`` sibling, so it is not frozen."""
+
+    code = "manifest_not_frozen"
+
+
+# --- layout (what cases.json must hold) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowLayout:
+    judge: str  # "forced" or "ordinary" (boundary rows are judged by the ordinary rules)
+    forced_id: int | None
+    label: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"judge": self.judge, "forced_id": self.forced_id, "label": self.label}
+
+
+@dataclass(frozen=True)
+class CaseLayout:
+    id: str
+    kind: str  # "forced", "ordinary" or "boundary"
+    batch: int
+    vocab: int
+    rows: tuple[RowLayout, ...]
+
+    @property
+    def logits_path(self) -> str:
+        return f"inputs/{self.id}.logits.f32"
+
+    @property
+    def p_path(self) -> str:
+        return f"inputs/{self.id}.p.f32"
+
+    @property
+    def logits_bytes(self) -> int:
+        return 4 * self.batch * self.vocab
+
+    @property
+    def p_bytes(self) -> int:
+        return 4 * self.batch
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "batch": self.batch,
+            "vocab": self.vocab,
+            "logits": self.logits_path,
+            "p": self.p_path,
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+# --- the manifest ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed, schema-valid, limit-checked manifest and the exact bytes it came from."""
+
+    data: Mapping[str, Any]
+    raw: bytes
+    sha256: str
+    source: str = "manifest"
+
+    @property
+    def name(self) -> str:
+        return str(self.data["name"])
+
+    @property
+    def backend(self) -> Mapping[str, Any]:
+        return dict(self.data["backend"])
+
+    @property
+    def limits(self) -> Mapping[str, int]:
+        return dict(self.data["limits"])
+
+    @property
+    def sources(self) -> Mapping[str, Any]:
+        return dict(self.data["sources"])
+
+    @property
+    def cases(self) -> list[Mapping[str, Any]]:
+        return list(self.data["cases"])
+
+
+def manifest_schema() -> dict[str, Any]:
+    """The manifest JSON Schema (2020-12), read from package data."""
+    text = resources.files("harness").joinpath("schemas", SCHEMA_RESOURCE).read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256sum_line(raw: bytes, filename: str) -> str:
+    """The ``sha256sum`` line that freezes ``raw`` stored as ``filename``."""
+    return f"{sha256_hex(raw)}  {filename}\n"
+
+
+def parse_manifest(raw: bytes, *, source: str = "manifest") -> Manifest:
+    """Parse manifest bytes: JSON, schema, semantic checks and limits. No frozen check."""
+    try:
+        data = json.loads(raw.decode("utf-8"), parse_float=_refuse_float,
+                          parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ManifestError(f"{source}: not UTF-8 JSON ({err})") from None
+    validator = jsonschema.Draft202012Validator(manifest_schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
+        raise ManifestError(f"{source}: schema violation at {where}: {error.message}")
+    manifest = Manifest(data=data, raw=raw, sha256=sha256_hex(raw), source=source)
+    check_manifest(manifest)
+    return manifest
+
+
+def frozen_sha256(path: Path) -> str:
+    """The frozen sha256 of manifest ``path``, read from its ``.sha256`` sibling."""
+    sibling = path.with_name(path.name + FROZEN_SUFFIX)
+    try:
+        text = sibling.read_text("utf-8")
+    except FileNotFoundError:
+        raise ManifestNotFrozenError(f"{path}: no frozen hash file {sibling.name}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ManifestNotFrozenError(f"{sibling}: unreadable ({err})") from None
+    match = _SHA256SUM_LINE.match(text)
+    if match is None:
+        raise ManifestNotFrozenError(f"{sibling}: not one sha256sum line for {path.name}")
+    digest, name = match.groups()
+    if name != path.name:
+        raise ManifestNotFrozenError(f"{sibling}: freezes {name!r}, not {path.name!r}")
+    return digest
+
+
+def load_manifest(path: str | Path, *, require_frozen: bool = True) -> Manifest:
+    """Load a manifest for a run. Refuses one whose bytes are not the frozen ones."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ManifestError(f"{path}: unreadable ({err.strerror or err})") from None
+    if require_frozen:
+        expected = frozen_sha256(path)
+        actual = sha256_hex(raw)
+        if actual != expected:
+            raise EvidenceDriftError(f"manifest {path.name} (not the frozen bytes)",
+                                     expected, actual)
+    return parse_manifest(raw, source=str(path))
+
+
+# --- exact values ---------------------------------------------------------------------------
+
+
+def decimal_float32(text: str, *, what: str) -> float:
+    """A decimal string to a finite float32 value (harness rule: binary64, then float32)."""
+    value = to_float32(float(text))
+    if not math.isfinite(value):
+        raise ManifestError(f"{what}={text} is not finite after float32 conversion")
+    return value
+
+
+def _key(value: float) -> int:
+    """Order-preserving integer key of a finite float32 (both zeros map to 0)."""
+    bits = int(struct.unpack("<I", struct.pack("<f", value))[0])
+    return -(bits & 0x7FFFFFFF) if bits & 0x80000000 else bits
+
+
+def _from_key(key: int) -> float:
+    bits = key if key >= 0 else 0x80000000 | -key
+    (value,) = struct.unpack("<f", struct.pack("<I", bits))
+    return float(value)
+
+
+def float32_step(value: float, ulps: int) -> float:
+    """Move a finite float32 ``ulps`` representable float32 steps (negative: downward).
+
+    Zero counts once (``-0.0`` and ``0.0`` are one step). Refuses to leave the finite range.
+    """
+    if to_float32(value) != value or not math.isfinite(value):
+        raise ManifestError(f"{value!r} is not a finite float32 value")
+    key = _key(value) + ulps
+    if abs(key) > _FLOAT32_MAX_KEY:
+        raise ManifestError(f"{value!r} moved {ulps} float32 steps is not finite")
+    return _from_key(key)
+
+
+# --- semantic checks and limits -------------------------------------------------------------
+
+
+def case_batch(case: Mapping[str, Any]) -> int:
+    """Number of rows of a manifest case."""
+    kind = case["kind"]
+    if kind == ORDINARY:
+        return int(case["batch"])
+    if kind == FORCED:
+        grid = case["grid"]
+        return len(grid["value"]) * len(grid["p"]) * len(grid["forced_id"])
+    return len(case["rows"])
+
+
+def check_limits(manifest: Manifest) -> None:
+    """Refuse (LimitError) any case over the manifest's limits or the hard batch ceiling."""
+    limits = manifest.limits
+    max_batch = min(int(limits["max_batch"]), HARD_MAX_BATCH)
+    for case in manifest.cases:
+        batch, vocab = case_batch(case), int(case["vocab"])
+        if batch > max_batch:
+            raise LimitError(f"case {case['id']}: batch {batch} is over the limit {max_batch}")
+        if vocab > int(limits["max_vocab"]):
+            raise LimitError(
+                f"case {case['id']}: vocab {vocab} is over the limit {limits['max_vocab']}"
+            )
+
+
+def check_manifest(manifest: Manifest) -> None:
+    """Everything the schema cannot say: limits, unique ids, ids in range, finite values."""
+    check_limits(manifest)
+    seen: set[str] = set()
+    for case in manifest.cases:
+        cid = case["id"]
+        if cid in seen:
+            raise ManifestError(f"case id {cid} appears twice")
+        seen.add(cid)
+        if case["kind"] == FORCED:
+            _check_forced(case)
+        elif case["kind"] == BOUNDARY:
+            for index, row in enumerate(case["rows"]):
+                runtime_p(row["p"])
+                _check_construction(case, index, row["construction"])
+
+
+def _check_forced(case: Mapping[str, Any]) -> None:
+    grid, vocab, cid = case["grid"], int(case["vocab"]), case["id"]
+    for text in grid["value"]:
+        decimal_float32(text, what=f"case {cid} forced value")
+    for text in grid["p"]:
+        runtime_p(text)
+    for token in grid["forced_id"]:
+        if token >= vocab:
+            raise ManifestError(f"case {cid}: forced id {token} is outside vocab {vocab}")
+
+
+def _check_construction(case: Mapping[str, Any], index: int, spec: Mapping[str, Any]) -> None:
+    vocab = int(case["vocab"])
+    where = f"case {case['id']} row {index}"
+    kind = spec["type"]
+    if kind == "randn":
+        if "offset" in spec:
+            decimal_float32(spec["offset"], what=f"{where} offset")
+        ids = [item["id"] for item in spec.get("set", [])]
+        if len(set(ids)) != len(ids):
+            raise ManifestError(f"{where}: a token id is set twice")
+        for item in spec.get("set", []):
+            if item["id"] >= vocab:
+                raise ManifestError(f"{where}: token id {item['id']} is outside vocab {vocab}")
+            base = decimal_float32(item["value"], what=f"{where} value")
+            float32_step(base, int(item.get("ulps", 0)))
+    elif kind == "ties":
+        total = sum(int(group["count"]) for group in spec["groups"])
+        if total > vocab:
+            raise ManifestError(f"{where}: tie groups hold {total} ids, vocab is {vocab}")
+        if total < vocab and "rest" not in spec:
+            raise ManifestError(f"{where}: tie groups leave ids but no 'rest' logit is given")
+        for group in spec["groups"]:
+            decimal_float32(group["logit"], what=f"{where} tie logit")
+        if "rest" in spec:
+            decimal_float32(spec["rest"], what=f"{where} rest")
+    elif kind == "adjacent":
+        count = int(spec["count"])
+        if count > vocab:
+            raise ManifestError(f"{where}: {count} adjacent values exceed vocab {vocab}")
+        float32_step(decimal_float32(spec["below"], what=f"{where} below"), -count)
+    else:  # pragma: no cover - the schema allows no other type
+        raise ManifestError(f"{where}: unknown construction {kind!r}")
+
+
+# --- layout ---------------------------------------------------------------------------------
+
+
+def forced_grid(case: Mapping[str, Any]) -> list[tuple[str, str, int]]:
+    """(value, p, forced_id) per row: value outermost, forced_id innermost."""
+    grid = case["grid"]
+    return list(itertools.product(grid["value"], grid["p"], grid["forced_id"]))
+
+
+def case_layout(case: Mapping[str, Any]) -> CaseLayout:
+    kind, cid, vocab = case["kind"], case["id"], int(case["vocab"])
+    rows: list[RowLayout]
+    if kind == FORCED:
+        rows = [
+            RowLayout(FORCED, token, f"value={value} p={p} id={token}")
+            for value, p, token in forced_grid(case)
+        ]
+    elif kind == ORDINARY:
+        rows = [
+            RowLayout(ORDINARY, None, f"seed={case['seed']} row={i}")
+            for i in range(int(case["batch"]))
+        ]
+    else:
+        rows = [RowLayout(ORDINARY, None, str(row["label"])) for row in case["rows"]]
+    return CaseLayout(id=cid, kind=kind, batch=len(rows), vocab=vocab, rows=tuple(rows))
+
+
+def expected_layout(manifest: Manifest) -> list[CaseLayout]:
+    """The cases (in manifest order) that a cases.json built from ``manifest`` must hold."""
+    return [case_layout(case) for case in manifest.cases]
+
+
+def raw_input_bytes(manifest: Manifest) -> int:
+    """Total raw size of the captured inputs (logits and p) the manifest asks for."""
+    return sum(c.logits_bytes + c.p_bytes for c in expected_layout(manifest))
+
+
+def _refuse_float(text: str) -> float:
+    raise ManifestError(f"JSON number {text} is not allowed: write exact values as strings")
+
+
+def _refuse_constant(text: str) -> float:
+    raise ManifestError(f"JSON constant {text} is not allowed")
+
+
+def row_ps(case: Mapping[str, Any]) -> Sequence[str] | None:
+    """The decimal p of each row as written (None for ordinary cases: the generator's p)."""
+    if case["kind"] == FORCED:
+        return [p for _, p, _ in forced_grid(case)]
+    if case["kind"] == BOUNDARY:
+        return [row["p"] for row in case["rows"]]
+    return None
