@@ -1,0 +1,62 @@
+"""``topp-gate verify DIR --pubkey PUB [--strict] [--frozen-manifest PATH]``: offline check."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "verify",
+        help="verify a bundle offline: signature, schema, digests, oracle and gate rerun",
+        description="Verify bundle DIR on this machine, with no GPU and no network: the "
+        "Ed25519 DSSE signature with PUB, the payload type, the receipt schema, every "
+        "artifact's sha256, the manifest and case matrix, then rerun the binary64 oracle "
+        "and the gate from the captured bytes and require identical per-row results and "
+        "verdict. Exit 0 when everything agrees (whatever the verdict), 4 otherwise.",
+    )
+    parser.add_argument("bundle", type=Path, metavar="DIR")
+    parser.add_argument("--pubkey", required=True, type=Path, metavar="PUB",
+                        help="the signer's Ed25519 public key (PEM), obtained out of band")
+    parser.add_argument("--strict", action="store_true",
+                        help="also fail when the bundle's harness code digest differs from "
+                        "this verifier's own code")
+    parser.add_argument("--frozen-manifest", type=Path, metavar="PATH",
+                        help="the committed manifest (frozen by its .sha256 sibling) or the "
+                        ".sha256 file itself; the bundle's manifest must hash to it")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="processes for the oracle rerun (default: CPUs, at most 8)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from ..keys import load_public_key
+    from ..verify import verify_bundle
+
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    public_key = load_public_key(args.pubkey)
+    result = verify_bundle(args.bundle, public_key, strict=args.strict,
+                           frozen_manifest=args.frozen_manifest, workers=args.workers)
+    v = result.verdict
+    reasons = ", ".join(v["reasons"]) if v["reasons"] else "none"
+    print(f"verified bundle {result.path}")
+    print(f"  signature: Ed25519 DSSE, key id {result.keyid}")
+    print(f"  artifacts: {result.artifacts}, every sha256 matches the signed receipt")
+    frozen = ("matches the frozen hash given" if result.frozen_manifest else
+              "matches the receipt (no --frozen-manifest given)")
+    print(f"  manifest: sha256 {result.manifest_sha256}, {frozen}")
+    if result.harness_matches:
+        print(f"  harness code: sha256 {result.harness_local}, same as this verifier")
+    else:
+        print(f"  harness code: DIFFERS: bundle {result.harness_recorded}, "
+              f"this verifier {result.harness_local} (--strict makes this fatal)")
+    print(f"  rerun: {result.rows} rows of {result.cases} cases judged again on CPU "
+          f"({result.workers} processes), identical to the receipt")
+    print(f"  verdict: {v['verdict']} ({v['rows_stopped']} of {v['rows']} rows stopped; "
+          f"reasons: {reasons})")
+    return EXIT_OK

@@ -1,0 +1,129 @@
+"""DSSE v1 envelopes signed with Ed25519: PAE, sign, verify (fail closed).
+
+PAE (DSSE protocol v1.0.0, https://github.com/secure-systems-lab/dsse/blob/master/protocol.md)::
+
+    PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body
+
+where LEN is the ASCII decimal *byte* length of the UTF-8 type and of the body. (String
+lengths would be wrong for any non-ASCII payload type; a known-answer test pins this.)
+
+The envelope is ``{"payload": b64, "payloadType": str, "signatures": [{"keyid", "sig"}]}``.
+Verification follows the protocol's order: decode, verify the signature over the PAE of
+the *declared* type, then require the expected payload type. Any failure, including an
+unexpected exception inside the crypto library, becomes a :class:`VerificationError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from .errors import BindingMismatchError, MalformedEvidenceError, SignatureError
+from .keys import keyid
+from .strictjson import loads_strict
+
+IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
+ENVELOPE_KEYS = frozenset({"payload", "payloadType", "signatures"})
+SIGNATURE_KEYS = frozenset({"keyid", "sig"})
+ED25519_SIGNATURE_BYTES = 64
+
+
+def pae(payload_type: str, payload: bytes) -> bytes:
+    """DSSE v1 Pre-Authentication Encoding, lengths counted in bytes."""
+    type_bytes = payload_type.encode("utf-8")
+    return b" ".join([
+        b"DSSEv1",
+        str(len(type_bytes)).encode("ascii"),
+        type_bytes,
+        str(len(payload)).encode("ascii"),
+        payload,
+    ])
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: object, what: str) -> bytes:
+    """Strict base64: standard or URL-safe alphabet (the protocol allows both), padded."""
+    if not isinstance(text, str):
+        raise MalformedEvidenceError(f"DSSE {what} is not a string")
+    try:
+        raw = text.encode("ascii")
+        if b"-" in raw or b"_" in raw:
+            raw = raw.translate(bytes.maketrans(b"-_", b"+/"))
+        return base64.b64decode(raw, validate=True)
+    except (UnicodeEncodeError, binascii.Error, ValueError) as err:
+        raise MalformedEvidenceError(f"DSSE {what} is not valid base64") from err
+
+
+def sign(payload: bytes, private_key: Ed25519PrivateKey,
+         payload_type: str = IN_TOTO_PAYLOAD_TYPE) -> dict[str, Any]:
+    """A DSSE envelope holding ``payload`` and one Ed25519 signature over its PAE."""
+    signature = private_key.sign(pae(payload_type, payload))
+    return {
+        "payload": _b64(payload),
+        "payloadType": payload_type,
+        "signatures": [{"keyid": keyid(private_key.public_key()), "sig": _b64(signature)}],
+    }
+
+
+def envelope_bytes(envelope: dict[str, Any]) -> bytes:
+    """The envelope file's bytes: sorted keys, two-space indent, trailing newline."""
+    return (json.dumps(envelope, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _parse(data: bytes) -> tuple[bytes, str, list[tuple[str | None, bytes]]]:
+    envelope = loads_strict(data, "DSSE envelope")
+    if not isinstance(envelope, dict) or set(envelope) != ENVELOPE_KEYS:
+        raise MalformedEvidenceError(
+            "DSSE envelope must be an object with exactly payload, payloadType, signatures")
+    payload = _unb64(envelope["payload"], "payload")
+    payload_type = envelope["payloadType"]
+    if not isinstance(payload_type, str):
+        raise MalformedEvidenceError("DSSE payloadType is not a string")
+    raw_sigs = envelope["signatures"]
+    if not isinstance(raw_sigs, list) or not raw_sigs:
+        raise MalformedEvidenceError("DSSE envelope holds no signatures")
+    sigs: list[tuple[str | None, bytes]] = []
+    for entry in raw_sigs:
+        if not isinstance(entry, dict) or "sig" not in entry or not set(entry) <= SIGNATURE_KEYS:
+            raise MalformedEvidenceError("DSSE signature entry must hold sig and optional keyid")
+        kid = entry.get("keyid")
+        if kid is not None and not isinstance(kid, str):
+            raise MalformedEvidenceError("DSSE keyid is not a string")
+        sigs.append((kid, _unb64(entry["sig"], "signature")))
+    return payload, payload_type, sigs
+
+
+def verify(data: bytes, public_key: Ed25519PublicKey,
+           expected_payload_type: str = IN_TOTO_PAYLOAD_TYPE) -> bytes:
+    """Verify a DSSE envelope (bytes) with one trusted key; return the verified payload.
+
+    The keyid is only a hint (never a security decision): every signature is tried.
+    """
+    payload, payload_type, sigs = _parse(data)
+    message = pae(payload_type, payload)
+    verified = False
+    for _kid, sig in sigs:
+        if len(sig) != ED25519_SIGNATURE_BYTES:
+            continue
+        try:
+            public_key.verify(sig, message)
+        except InvalidSignature:
+            continue
+        except Exception as err:  # fail closed on anything the backend raises
+            raise SignatureError(f"signature check failed: {type(err).__name__}") from err
+        verified = True
+        break
+    if not verified:
+        raise SignatureError(
+            f"no signature verifies with the given public key (key id {keyid(public_key)})")
+    if payload_type != expected_payload_type:
+        raise BindingMismatchError("DSSE payloadType", expected_payload_type, payload_type)
+    return payload

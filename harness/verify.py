@@ -1,0 +1,391 @@
+"""The offline verifier: is a bundle authentic, and does its verdict follow from its bytes?
+
+Base install only (standard library, jsonschema, cryptography, rfc8785; numpy only as the
+oracle's optional, test-proven bit-identical fast path). Never torch, triton or vLLM.
+
+Order (each step reads only bytes a previous step verified):
+ 1. the bundle is a plain directory tree: no links, no special files;
+ 2. the DSSE envelope's Ed25519 signature with the given public key, then its payload type;
+ 3. the payload is RFC 8785 canonical JSON, an in-toto Statement v1 valid under the
+    receipt schema; ``receipt.json`` is byte-identical to it;
+ 4. the files present are exactly the receipt's subjects plus the two receipt files;
+ 5. every stored file's sha256, then (after size-capped decoding) every raw sha256;
+ 6. the manifest (hash, schema, limits, optionally the frozen hash), the case matrix
+    against the manifest, the per-row results file, the kernel-path evidence;
+ 7. the harness code digest against this verifier's own code (reported; fatal if strict);
+ 8. the oracle and the gate rerun from the captured bytes: identical per-row results and
+    the same verdict.
+
+Every failure is a :class:`~harness.errors.VerificationError` (one line, exit 4);
+unexpected exceptions are wrapped too (fail closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from . import dsse, receipt
+from .bundle import (
+    CASES,
+    CODEC_MASK,
+    CODEC_NONE,
+    CODEC_XZ,
+    ENVELOPE,
+    MANIFEST,
+    MAX_ENVELOPE_BYTES,
+    RECEIPT,
+    ROWS,
+    SIDES,
+    BundleDir,
+    check_path,
+    evidence_name,
+    mask_decode,
+    output_name,
+    xz_decompress,
+)
+from .errors import (
+    BindingMismatchError,
+    HarnessError,
+    MalformedEvidenceError,
+    VerificationError,
+)
+from .keys import keyid
+from .strictjson import loads_strict
+
+REPORT_FILES = ("report.md", "report.png")
+_SHA256_LINE = re.compile(r"([0-9a-f]{64})(?:[ \t].*)?\n?", re.DOTALL)
+
+
+class VerificationInternalError(VerificationError):
+    """An unexpected exception inside verification: refused, never passed (fail closed)."""
+
+    code = "verification_internal"
+
+
+class HarnessDriftError(BindingMismatchError):
+    """The bundle was made by harness code that differs from this verifier's (--strict)."""
+
+    code = "harness_drift"
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What was verified; built only from bytes whose digests and signature checked."""
+
+    path: Path
+    keyid: str
+    verdict: dict[str, Any]
+    rows: int
+    cases: int
+    artifacts: int
+    manifest_sha256: str
+    frozen_manifest: str | None  # the frozen hash compared against, if one was given
+    harness_recorded: str
+    harness_local: str
+    workers: int
+
+    @property
+    def harness_matches(self) -> bool:
+        return self.harness_recorded == self.harness_local
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def read_frozen_hash(path: Path) -> str:
+    """The frozen sha256 an auditor supplies: a ``.sha256`` file, or a committed manifest
+    whose ``.sha256`` sibling freezes it (the manifest's bytes must match that hash)."""
+    try:
+        if path.name.endswith(".sha256"):
+            match = _SHA256_LINE.fullmatch(path.read_text("utf-8"))
+            if match is None:
+                raise MalformedEvidenceError(f"{path} is not a sha256sum line")
+            return match.group(1)
+        from .manifest import frozen_sha256
+
+        frozen = frozen_sha256(path)
+        actual = hashlib.sha256(path.read_bytes()).hexdigest()
+    except VerificationError:
+        raise
+    except HarnessError as err:
+        raise MalformedEvidenceError(f"frozen manifest: {err.detail}") from err
+    except (OSError, UnicodeDecodeError) as err:
+        raise MalformedEvidenceError(f"cannot read frozen manifest {path}: {err}") from err
+    if frozen != actual:
+        raise BindingMismatchError(f"committed manifest {path.name} vs its frozen hash",
+                                   frozen, actual)
+    return frozen
+
+
+class _Artifacts:
+    """Subjects of a verified statement; each read, digest-checked and decoded at most once."""
+
+    def __init__(self, bundle: BundleDir, subjects: list[dict[str, Any]]) -> None:
+        self.bundle = bundle
+        self.subjects: dict[str, dict[str, Any]] = {}
+        stored: set[str] = set()
+        for subject in subjects:
+            name = check_path(subject["name"])
+            ann = subject["annotations"]
+            stored_name = check_path(ann["stored"])
+            if name in self.subjects or stored_name in stored:
+                raise MalformedEvidenceError(f"receipt names artifact {name!r} twice")
+            if stored_name in (RECEIPT, ENVELOPE):
+                raise MalformedEvidenceError(f"receipt names {stored_name} as an artifact")
+            self.subjects[name] = subject
+            stored.add(stored_name)
+        self.stored = stored
+        self._raw: dict[str, bytes] = {}
+
+    def digest(self, name: str) -> str:
+        return str(self.subjects[name]["digest"]["sha256"])
+
+    def raw(self, name: str) -> bytes:
+        if name in self._raw:
+            return self._raw[name]
+        subject = self.subjects.get(name)
+        if subject is None:
+            raise MalformedEvidenceError(f"receipt has no subject {name!r}")
+        ann = subject["annotations"]
+        data = self.bundle.read(ann["stored"], exact_size=ann["stored_size"])
+        found = hashlib.sha256(data).hexdigest()
+        if found != ann["stored_sha256"]:
+            raise BindingMismatchError(f"sha256 of stored {ann['stored']}",
+                                       ann["stored_sha256"], found)
+        codec = ann["codec"]
+        size = int(ann["size"])
+        if codec == CODEC_NONE:
+            raw = data
+        elif codec == CODEC_XZ:
+            raw = xz_decompress(data, size)
+        elif codec == CODEC_MASK:
+            base_name = ann["base"]
+            base_subject = self.subjects.get(base_name)
+            if base_subject is None or base_subject["annotations"]["codec"] == CODEC_MASK:
+                raise MalformedEvidenceError(f"{name} is coded against {base_name!r}, which is "
+                                             "not a plain input artifact")
+            raw = mask_decode(xz_decompress(data, 12 + size // 4 + size), self.raw(base_name))
+        else:  # the schema allows no other codec
+            raise MalformedEvidenceError(f"{name} uses unknown codec {codec!r}")
+        if len(raw) != size:
+            raise BindingMismatchError(f"size of {name}", str(size), str(len(raw)))
+        found = hashlib.sha256(raw).hexdigest()
+        if found != subject["digest"]["sha256"]:
+            raise BindingMismatchError(f"sha256 of {name}", subject["digest"]["sha256"], found)
+        self._raw[name] = raw
+        return raw
+
+
+def _statement(bundle: BundleDir, public_key: Ed25519PublicKey) -> tuple[dict[str, Any], bytes]:
+    envelope = bundle.read(ENVELOPE, max_size=MAX_ENVELOPE_BYTES)
+    payload = dsse.verify(envelope, public_key, dsse.IN_TOTO_PAYLOAD_TYPE)
+    value = loads_strict(payload, "signed payload")
+    if receipt.canonical(value) != payload:
+        raise MalformedEvidenceError("signed payload is not RFC 8785 canonical JSON")
+    receipt.validate(value)
+    readable = bundle.read(RECEIPT, max_size=MAX_ENVELOPE_BYTES)
+    if readable != payload:
+        raise BindingMismatchError(f"{RECEIPT} bytes", "the signed payload",
+                                   "different bytes")
+    return value, payload
+
+
+def _check_files(bundle: BundleDir, artifacts: _Artifacts) -> None:
+    present = bundle.listing()
+    expected = artifacts.stored | {RECEIPT, ENVELOPE}
+    missing = sorted(expected - present)
+    if missing:
+        raise MalformedEvidenceError(f"bundle file {missing[0]} is missing "
+                                     f"({len(missing)} missing)")
+    extra = sorted(present - expected)
+    if extra:
+        raise MalformedEvidenceError(f"bundle holds a file the receipt does not name: "
+                                     f"{extra[0]}")
+
+
+def _check_names(artifacts: _Artifacts, layout: list[Any], cases: list[dict[str, Any]]) -> None:
+    """The subjects are exactly the layout's artifacts: nothing unexpected, nothing missing."""
+    allowed = {MANIFEST, CASES, ROWS, *REPORT_FILES, *(evidence_name(s) for s in SIDES)}
+    required = {MANIFEST, CASES, ROWS}
+    for case, entry in zip(layout, cases, strict=True):
+        required.update({case.logits_path, case.p_path})
+        for side in SIDES:
+            if entry[side] == "ok":
+                required.add(output_name(side, case.id))
+    allowed |= required
+    names = set(artifacts.subjects)
+    if not required <= names:
+        raise MalformedEvidenceError(f"receipt lacks artifact {sorted(required - names)[0]}")
+    if not names <= allowed:
+        raise MalformedEvidenceError(f"receipt names an unexpected artifact "
+                                     f"{sorted(names - allowed)[0]}")
+    for name in names:
+        codec = artifacts.subjects[name]["annotations"]["codec"]
+        want = CODEC_MASK if name.startswith("outputs/") and name.endswith(".out.f32") else (
+            CODEC_XZ if name.startswith("inputs/") else CODEC_NONE)
+        if codec != want:
+            raise MalformedEvidenceError(f"{name} is stored with codec {codec}, not {want}")
+
+
+def _manifest(artifacts: _Artifacts, predicate: dict[str, Any], frozen: str | None) -> Any:
+    from .manifest import parse_manifest
+
+    raw = artifacts.raw(MANIFEST)
+    digest = artifacts.digest(MANIFEST)
+    if predicate["hashes"]["manifest"] != digest:
+        raise BindingMismatchError("manifest hash", predicate["hashes"]["manifest"], digest)
+    if frozen is not None and frozen != digest:
+        raise BindingMismatchError("manifest hash vs the frozen one", frozen, digest)
+    try:
+        return parse_manifest(raw, source=MANIFEST)
+    except VerificationError:
+        raise
+    except HarnessError as err:
+        raise MalformedEvidenceError(f"bundle manifest: {err.detail}") from err
+
+
+def _layout(artifacts: _Artifacts, predicate: dict[str, Any], manifest: Any) -> list[Any]:
+    from .cases_index import check_against_manifest, parse_cases_index
+
+    digest = artifacts.digest(CASES)
+    if predicate["hashes"]["case_matrix"] != digest:
+        raise BindingMismatchError("case matrix hash", predicate["hashes"]["case_matrix"], digest)
+    layout = parse_cases_index(artifacts.raw(CASES))
+    check_against_manifest(layout, manifest)
+    recorded = [c["id"] for c in predicate["cases"]]
+    actual = [c.id for c in layout]
+    if recorded != actual:
+        raise BindingMismatchError("case list", _short(recorded), _short(actual))
+    return layout
+
+
+def _bound_json(artifacts: _Artifacts, predicate: dict[str, Any]) -> None:
+    digest = artifacts.digest(ROWS)
+    if predicate["hashes"]["rows"] != digest:
+        raise BindingMismatchError("per-row results hash", predicate["hashes"]["rows"], digest)
+    rows_file = loads_strict(artifacts.raw(ROWS), ROWS)
+    if rows_file != predicate["rows"]:
+        raise BindingMismatchError(ROWS, "the receipt's per-row results", "different results")
+    for side in SIDES:
+        name = evidence_name(side)
+        recorded = predicate["kernel_path"][side]
+        if name in artifacts.subjects:
+            value = loads_strict(artifacts.raw(name), name)
+            if value != recorded:
+                raise BindingMismatchError(f"{side} kernel-path evidence",
+                                           "the receipt's kernel_path", f"different {name}")
+        elif recorded is not None:
+            raise MalformedEvidenceError(f"receipt records {side} evidence but names no {name}")
+
+
+def _size_cap(bundle: BundleDir, artifacts: _Artifacts, manifest: Any,
+              predicate: dict[str, Any]) -> None:
+    total = sum(int(s["annotations"]["stored_size"]) for s in artifacts.subjects.values())
+    cap = int(manifest.limits["max_bundle_bytes"])
+    recorded = predicate["bundle"]["max_bytes"]
+    if recorded is not None and recorded != cap:
+        raise BindingMismatchError("bundle size cap", str(recorded), str(cap))
+    if total > cap:
+        raise MalformedEvidenceError(f"bundle artifacts hold {total} bytes, over the "
+                                     f"manifest's cap of {cap}")
+
+
+def default_workers() -> int:
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else (os.cpu_count() or 1), 8))
+
+
+def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
+           fast: bool | None, progress: Callable[[int], None] | None) -> dict[str, Any]:
+    from .gate import verdict
+    from .judge import CaseBytes, RowSpec, judge_cases
+    from .oracle import numpy_available
+
+    cases = []
+    for case, entry in zip(layout, predicate["cases"], strict=True):
+        sides: dict[str, bytes | str] = {}
+        for side in SIDES:
+            status = entry[side]
+            sides[side] = artifacts.raw(output_name(side, case.id)) if status == "ok" else status
+        cases.append(CaseBytes(
+            id=case.id, vocab=case.vocab,
+            rows=tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
+            logits=artifacts.raw(case.logits_path), p=artifacts.raw(case.p_path),
+            stock=sides["stock"], patched=sides["patched"], split_path=entry["split_path"]))
+    use_fast = numpy_available() if fast is None else fast
+    try:
+        rows = judge_cases(cases, workers=workers, fast=use_fast, progress=progress)
+    except VerificationError:
+        raise
+    except HarnessError as err:  # the captured bytes cannot be judged
+        raise MalformedEvidenceError(f"rerun refused the captured bytes: {err.detail}") from err
+    recorded_rows = predicate["rows"]
+    if len(rows) != len(recorded_rows):
+        raise BindingMismatchError("number of judged rows", str(len(recorded_rows)),
+                                   str(len(rows)))
+    for mine, theirs in zip(rows, recorded_rows, strict=True):
+        if mine != theirs:
+            where = f"row {mine['case']}[{mine['row']}] result"
+            raise BindingMismatchError(where, _short(theirs), _short(mine))
+    again = verdict(rows, predicate["run_stops"])
+    if again != predicate["verdict"]:
+        raise BindingMismatchError("verdict", _short(predicate["verdict"]), _short(again))
+    return again
+
+
+def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = False,
+                  frozen_manifest: Path | None = None, workers: int | None = None,
+                  fast: bool | None = None,
+                  progress: Callable[[int], None] | None = None) -> Verified:
+    """Verify the bundle at ``path``; return what was verified or raise VerificationError."""
+    try:
+        return _verify(Path(path), public_key, strict, frozen_manifest,
+                       workers or default_workers(), fast, progress)
+    except VerificationError:
+        raise
+    except HarnessError as err:
+        raise MalformedEvidenceError(err.detail) from err
+    except MemoryError as err:
+        raise VerificationInternalError("ran out of memory while verifying") from err
+    except Exception as err:  # fail closed: anything unexpected refuses the bundle
+        raise VerificationInternalError(f"unexpected {type(err).__name__} while verifying: "
+                                        f"{err}") from err
+
+
+def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool,
+            frozen_manifest: Path | None, workers: int, fast: bool | None,
+            progress: Callable[[int], None] | None) -> Verified:
+    frozen = read_frozen_hash(frozen_manifest) if frozen_manifest is not None else None
+    bundle = BundleDir(path)
+    statement, _payload = _statement(bundle, public_key)
+    predicate = statement["predicate"]
+    artifacts = _Artifacts(bundle, statement["subject"])
+    _check_files(bundle, artifacts)
+    for name in sorted(artifacts.subjects):  # every digest, before any content is parsed
+        artifacts.raw(name)
+    manifest = _manifest(artifacts, predicate, frozen)
+    _size_cap(bundle, artifacts, manifest, predicate)
+    layout = _layout(artifacts, predicate, manifest)
+    _check_names(artifacts, layout, predicate["cases"])
+    _bound_json(artifacts, predicate)
+    local = receipt.harness_code_digest()["sha256"]
+    recorded = predicate["harness"]["sha256"]
+    if strict and recorded != local:
+        raise HarnessDriftError("harness code digest", recorded, local)
+    final = _rerun(artifacts, layout, predicate, workers, fast, progress)
+    return Verified(
+        path=path, keyid=keyid(public_key), verdict=final, rows=final["rows"],
+        cases=len(layout), artifacts=len(artifacts.subjects),
+        manifest_sha256=artifacts.digest(MANIFEST), frozen_manifest=frozen,
+        harness_recorded=recorded, harness_local=local, workers=workers)
