@@ -1,0 +1,467 @@
+"""The human report of one gate run: ``report.md`` (Markdown) and ``report.png`` (a plot).
+
+Both are pure functions of :class:`ReportInputs` (the manifest name and backend, the
+judge's per-row results, the verdict, each side's kernel-path evidence and the captured
+cases index), so the same inputs always give the same bytes and the bundle can bind them by
+hash: no timestamps, no host names, no absolute paths, PNG metadata fixed.
+
+The Markdown part needs only the standard library. :func:`render_png` imports matplotlib
+(kernel-side extra) when called.
+
+Figures are computed once, by :func:`summarize`, and reused by ``scripts/results_section.py``
+for the README's results section.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+SIDES = ("stock", "patched")
+FORCED = "forced"
+ORDINARY = "ordinary"
+AMBIGUOUS = "oracle_boundary_ambiguous"
+INTERPRETER = "interpreter"
+_MINIMAL = {True: "yes", False: "no", None: "undefined"}
+_VALUE = re.compile(r"(?:^|\s)value=(\S+)")
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything the report reads. ``cases`` is the parsed ``cases.json`` (dict or its
+    ``cases`` list); it supplies row labels (forced magnitudes) and vocabularies. Missing
+    evidence keys are shown as ``-``, never guessed."""
+
+    manifest_name: str
+    backend: str
+    rows: Sequence[Mapping[str, Any]]
+    verdict: Mapping[str, Any]
+    evidence: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    cases: Mapping[str, Any] | Sequence[Mapping[str, Any]] = ()
+
+
+# --- figures --------------------------------------------------------------------------------
+
+
+def _case_entries(cases: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+                  ) -> list[Mapping[str, Any]]:
+    if isinstance(cases, Mapping):
+        return list(cases.get("cases", []))
+    return list(cases)
+
+
+def case_info(cases: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+              ) -> tuple[dict[tuple[str, int], str], dict[str, int]]:
+    """(row labels by (case id, row), vocabulary by case id) from a cases index."""
+    labels: dict[tuple[str, int], str] = {}
+    vocab: dict[str, int] = {}
+    for case in _case_entries(cases):
+        cid = str(case.get("id"))
+        if isinstance(case.get("vocab"), int):
+            vocab[cid] = case["vocab"]
+        for i, row in enumerate(case.get("rows", [])):
+            if isinstance(row, Mapping) and "label" in row:
+                labels[(cid, i)] = str(row["label"])
+    return labels, vocab
+
+
+def forced_value(label: str | None) -> str | None:
+    """The forced value as written in the manifest (``value=1e30 ...`` -> ``1e30``)."""
+    if not label:
+        return None
+    match = _VALUE.search(label)
+    return match.group(1) if match else None
+
+
+def _value_key(text: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def oracle_count(result: Mapping[str, Any]) -> int | None:
+    oracle = result.get("oracle", {})
+    if oracle.get("status") == "certified" and isinstance(oracle.get("count"), int):
+        return int(oracle["count"])
+    return None
+
+
+def side_kept(result: Mapping[str, Any], side: str) -> int | None:
+    info = result.get(side, {})
+    if info.get("status") == "ok" and isinstance(info.get("kept"), int):
+        return int(info["kept"])
+    return None
+
+
+def _forced_failures(result: Mapping[str, Any], side: str) -> list[str]:
+    """Failure names of a forced row's side; a side without output fails by its status."""
+    info = result.get(side, {})
+    if info.get("status") != "ok":
+        return [str(info.get("status", "missing"))]
+    return list(result.get("diagnostics", {}).get(f"{side}_forced_failures", []))
+
+
+def _row_id(result: Mapping[str, Any]) -> str:
+    return f"{result.get('case')}[{result.get('row')}]"
+
+
+def summarize(inputs: ReportInputs) -> dict[str, Any]:
+    """Every figure the report shows, as plain data (deterministic; ints and strings)."""
+    labels, vocabs = case_info(inputs.cases)
+    rows = list(inputs.rows)
+    forced = [r for r in rows if r.get("kind") == FORCED]
+    ordinary = [r for r in rows if r.get("kind") == ORDINARY]
+
+    groups: dict[tuple[str, int | None], dict[str, Any]] = {}
+    for r in forced:
+        value = forced_value(labels.get((str(r.get("case")), int(r.get("row", -1)))))
+        key = (value or "?", vocabs.get(str(r.get("case"))))
+        g = groups.setdefault(key, {"value": key[0], "vocab": key[1], "rows": 0,
+                                    "stock_lost_forced": 0, "stock_failed": 0,
+                                    "patched_held": 0, "stock_failures": Counter(),
+                                    "patched_failures": Counter()})
+        g["rows"] += 1
+        stock_f, patched_f = _forced_failures(r, "stock"), _forced_failures(r, "patched")
+        g["stock_failures"].update(stock_f)
+        g["patched_failures"].update(patched_f)
+        g["stock_failed"] += bool(stock_f)
+        g["stock_lost_forced"] += ("forced_token_dropped" in stock_f
+                                   or r.get("stock", {}).get("status") != "ok")
+        g["patched_held"] += not patched_f
+    forced_table = []
+    for key in sorted(groups, key=lambda k: (_value_key(k[0]), k[1] or 0)):
+        g = groups[key]
+        forced_table.append({**g, "stock_failures": dict(sorted(g["stock_failures"].items())),
+                             "patched_failures": dict(sorted(g["patched_failures"].items()))})
+
+    envelope: dict[str, Any] = {}
+    for side in SIDES:
+        best_abs: tuple[int, str] | None = None
+        best_rel: tuple[Fraction, str, int, int] | None = None
+        over = under = equal = 0
+        for r in ordinary:
+            kept, count = side_kept(r, side), oracle_count(r)
+            if kept is None or count is None:
+                continue
+            diff = kept - count
+            over += diff > 0
+            under += diff < 0
+            equal += diff == 0
+            if best_abs is None or abs(diff) > abs(best_abs[0]):
+                best_abs = (diff, _row_id(r))
+            rel = Fraction(abs(diff), count) if count else Fraction(0)
+            if best_rel is None or rel > best_rel[0]:
+                best_rel = (rel, _row_id(r), diff, count)
+        envelope[side] = {
+            "rows": over + under + equal, "over_keep": over, "under_keep": under,
+            "equal_count": equal,
+            "max_abs_diff": None if best_abs is None else best_abs[0],
+            "max_abs_row": None if best_abs is None else best_abs[1],
+            "max_rel_diff": None if best_rel is None else f"{float(best_rel[0]):.6g}",
+            "max_rel_row": None if best_rel is None else best_rel[1],
+            "max_rel_fraction": None if best_rel is None else f"{best_rel[2]}/{best_rel[3]}",
+        }
+
+    better = equal_sd = worse = 0
+    for r in ordinary:
+        s, p = r.get("stock", {}).get("symdiff"), r.get("patched", {}).get("symdiff")
+        if isinstance(s, int) and isinstance(p, int):
+            better += p < s
+            equal_sd += p == s
+            worse += p > s
+
+    diagnostics: dict[str, Any] = {}
+    for kind, subset in ((ORDINARY, ordinary), (FORCED, forced)):
+        per_kind = {}
+        for side in SIDES:
+            exact: Counter[bool] = Counter()
+            minimal: Counter[str] = Counter()
+            for r in subset:
+                d = r.get("diagnostics", {})
+                if f"{side}_exact" in d:
+                    exact[bool(d[f"{side}_exact"])] += 1
+                if f"{side}_minimal" in d:
+                    minimal[_MINIMAL[d[f"{side}_minimal"]]] += 1
+            per_kind[side] = {"exact": exact[True], "judged": exact[True] + exact[False],
+                              "minimal_yes": minimal["yes"], "minimal_no": minimal["no"],
+                              "minimal_undefined": minimal["undefined"]}
+        diagnostics[kind] = per_kind
+
+    oracle = {kind: {"certified": sum(oracle_count(r) is not None for r in subset),
+                     "ambiguous": sum(r.get("oracle", {}).get("status") == AMBIGUOUS
+                                      for r in subset)}
+              for kind, subset in ((FORCED, forced), (ORDINARY, ordinary))}
+
+    stop_rows: Counter[str] = Counter()
+    for r in rows:
+        stop_rows.update(r.get("stops", []))
+    side_status = {side: dict(sorted(Counter(str(r.get(side, {}).get("status", "missing"))
+                                             for r in rows).items())) for side in SIDES}
+    return {
+        "manifest": inputs.manifest_name,
+        "backend": backend_label(inputs.backend, inputs.evidence),
+        "interpreter": is_interpreter(inputs.backend, inputs.evidence),
+        "verdict": str(inputs.verdict.get("verdict", "?")),
+        "reasons": list(inputs.verdict.get("reasons", [])),
+        "rows": len(rows), "forced_rows": len(forced), "ordinary_rows": len(ordinary),
+        "rows_stopped": sum(bool(r.get("stops")) for r in rows),
+        "stop_rows": dict(sorted(stop_rows.items())),
+        "forced": forced_table,
+        "stock_lost_forced": sum(g["stock_lost_forced"] for g in forced_table),
+        "patched_held": sum(g["patched_held"] for g in forced_table),
+        "envelope": envelope,
+        "symdiff": {"better": better, "equal": equal_sd, "worse": worse},
+        "diagnostics": diagnostics,
+        "oracle": oracle,
+        "side_status": side_status,
+    }
+
+
+def is_interpreter(backend: str, evidence: Mapping[str, Mapping[str, Any] | None]) -> bool:
+    return backend == INTERPRETER or any(
+        isinstance(ev, Mapping) and ev.get("interpreter") is True for ev in evidence.values())
+
+
+def backend_label(backend: str, evidence: Mapping[str, Mapping[str, Any] | None]) -> str:
+    """Say plainly what ran the kernels."""
+    devices = sorted({str(ev.get("device")) for ev in evidence.values()
+                      if isinstance(ev, Mapping) and ev.get("device")})
+    where = f" ({', '.join(devices)})" if devices else ""
+    if is_interpreter(backend, evidence):
+        note = ""
+        if backend != INTERPRETER:
+            note = f"; the run asked for backend {backend!r} but the evidence says interpreter"
+        return ("Triton's interpreter on the CPU (TRITON_INTERPRET=1): the real kernel code, "
+                f"emulated, not GPU evidence{where}{note}")
+    return f"{backend}{where}"
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], body: Iterable[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in body]
+    return lines
+
+
+def _counts(counter: Mapping[str, int]) -> str:
+    return ", ".join(f"{name} x{n}" for name, n in counter.items()) or "none"
+
+
+_EVIDENCE_KEYS = ("backend", "interpreter", "device", "driver", "python", "torch", "triton",
+                  "vllm", "vllm_version", "kernel_sha256", "entry_point", "num_sm")
+
+
+def _scalar_items(value: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
+    for key in sorted(value):
+        item = value[key]
+        if isinstance(item, Mapping):
+            yield from _scalar_items(item, f"{prefix}{key}.")
+        elif item is None or isinstance(item, (str, int, float, bool)):
+            yield f"{prefix}{key}", item
+
+
+def _evidence_cases(ev: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(ev, Mapping):
+        return {}
+    cases = ev.get("cases")
+    if isinstance(cases, Mapping):
+        return {str(k): v for k, v in cases.items() if isinstance(v, Mapping)}
+    if isinstance(cases, list):
+        return {str(c.get("id", i)): c for i, c in enumerate(cases) if isinstance(c, Mapping)}
+    return {}
+
+
+def _evidence_lines(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+    lines = ["## Kernel-path evidence", ""]
+    if not any(isinstance(evidence.get(s), Mapping) for s in SIDES):
+        return lines + ["No kernel-path evidence was recorded for either side.", ""]
+    top: dict[str, dict[str, Any]] = {}
+    for side in SIDES:
+        ev = evidence.get(side)
+        if isinstance(ev, Mapping):
+            for key, value in _scalar_items({k: v for k, v in ev.items() if k != "cases"}):
+                top.setdefault(key, {})[side] = value
+    keys = [k for k in _EVIDENCE_KEYS if k in top] + sorted(k for k in top
+                                                            if k not in _EVIDENCE_KEYS)
+    lines += _table(["field", *SIDES], ([k, *(top[k].get(s) for s in SIDES)] for k in keys))
+    per_case: dict[tuple[str, str], dict[str, Any]] = {}
+    for side in SIDES:
+        for cid, entry in _evidence_cases(evidence.get(side)).items():
+            for key, value in _scalar_items(entry):
+                if key == "id" or key.endswith("sha256"):
+                    continue  # digests stay in evidence.json; the receipt binds them
+                per_case.setdefault((cid, key), {})[side] = value
+    if per_case:
+        lines += ["", "Per case (split path, slice counts, timings; digests are in each "
+                  "side's `evidence.json`):", ""]
+        lines += _table(["case", "field", *SIDES],
+                        ([cid, key, *(v.get(s) for s in SIDES)]
+                         for (cid, key), v in sorted(per_case.items())))
+    return lines + [""]
+
+
+def render_markdown(inputs: ReportInputs) -> str:
+    """``report.md``: verdict and stop reasons first, then the tables. Deterministic."""
+    s = summarize(inputs)
+    out = [f"# topp-gate report: {s['manifest']}", ""]
+    out += [f"**Verdict: {s['verdict']}**", ""]
+    if s["reasons"]:
+        out += ["Stop reasons (every one found; rows stopped per reason, 0 for a run-level "
+                "condition):", ""]
+        out += [f"- `{reason}`: {s['stop_rows'].get(reason, 0)} row(s)" for reason in s["reasons"]]
+    else:
+        out += ["No row and no run-level condition stopped the gate."]
+    out += ["", f"Backend: {s['backend']}.", "",
+            f"Rows judged: {s['rows']} ({s['forced_rows']} forced, {s['ordinary_rows']} "
+            f"ordinary or boundary); rows stopped: {s['rows_stopped']}.", "",
+            "Passing proves only that the forced masking defect is fixed without a detected "
+            "regression against the bounded ordinary-row contract; it does not prove exact "
+            "top-p behaviour in general.", ""]
+
+    out += ["## Forced rows", ""]
+    if s["forced"]:
+        out += [f"Stock lost the forced token on {s['stock_lost_forced']} of {s['forced_rows']} "
+                f"forced rows; patched held on {s['patched_held']} of {s['forced_rows']}. "
+                "Stock failures are the reproduced defect, never a stop.", ""]
+        out += _table(["forced value", "vocab", "rows", "stock lost forced token",
+                       "stock failures", "patched held", "patched failures"],
+                      ([g["value"], g["vocab"], g["rows"],
+                        f"{g['stock_lost_forced']}/{g['rows']}", _counts(g["stock_failures"]),
+                        f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
+                       for g in s["forced"]))
+    else:
+        out += ["No forced rows."]
+    out += [""]
+
+    out += ["## Ordinary rows (boundary rows included)", ""]
+    env = s["envelope"]
+    out += _table(["figure", *SIDES], [
+        ["rows with a count", *(env[x]["rows"] for x in SIDES)],
+        ["largest kept - oracle (signed, by magnitude)",
+         *(f"{env[x]['max_abs_diff']} at {env[x]['max_abs_row']}"
+           if env[x]["max_abs_row"] else None for x in SIDES)],
+        ["largest |kept - oracle| / oracle",
+         *(f"{env[x]['max_rel_diff']} ({env[x]['max_rel_fraction']}) at {env[x]['max_rel_row']}"
+           if env[x]["max_rel_row"] else None for x in SIDES)],
+        ["rows over-keeping", *(env[x]["over_keep"] for x in SIDES)],
+        ["rows under-keeping", *(env[x]["under_keep"] for x in SIDES)],
+        ["rows with the oracle's count", *(env[x]["equal_count"] for x in SIDES)],
+    ])
+    sd = s["symdiff"]
+    out += ["", f"Symmetric difference from the oracle, patched against stock, row by row: "
+            f"{sd['better']} better, {sd['equal']} equal, {sd['worse']} worse.", ""]
+
+    out += ["## Diagnostics (never a stop)", ""]
+    body = []
+    for kind in (ORDINARY, FORCED):
+        for side in SIDES:
+            d = s["diagnostics"][kind][side]
+            body.append([kind, side, f"{d['exact']}/{d['judged']}", d["minimal_yes"],
+                         d["minimal_no"], d["minimal_undefined"]])
+    out += _table(["rows", "side", "exact mask equality", "minimal", "not minimal",
+                   "minimality undefined"], body)
+    out += ["", "Minimal: removing the lowest-priority kept token drops the reference prefix "
+            "below p. Undefined: empty, NaN or non-prefix output.", ""]
+
+    out += ["## Oracle", ""]
+    out += _table(["rows", "certified", "oracle_boundary_ambiguous"],
+                  ([kind, s["oracle"][kind]["certified"], s["oracle"][kind]["ambiguous"]]
+                   for kind in (FORCED, ORDINARY)))
+    out += ["", "Output status per side: " + "; ".join(
+        f"{side}: {_counts(s['side_status'][side])}" for side in SIDES) + ".", ""]
+    out += _evidence_lines(inputs.evidence)
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# --- PNG ------------------------------------------------------------------------------------
+
+PNG_METADATA = {"Software": None}
+_COLORS = {"stock": "#d95f02", "patched": "#1b9e77"}
+_MARKERS = {FORCED: "x", ORDINARY: "o"}
+
+
+def plot_points(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """(side, kind) -> [(row ordinal, kept - oracle)] for rows where both are known."""
+    points: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    for i, r in enumerate(rows):
+        count = oracle_count(r)
+        for side in SIDES:
+            kept = side_kept(r, side)
+            if count is not None and kept is not None:
+                kind = FORCED if r.get("kind") == FORCED else ORDINARY
+                points.setdefault((side, kind), []).append((i, kept - count))
+    return points
+
+
+def render_png(inputs: ReportInputs) -> bytes:
+    """``report.png``: kept count minus oracle count per row, both sides. Byte-deterministic
+    for the same inputs and matplotlib version (no timestamp or software metadata)."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    rows = list(inputs.rows)
+    points = plot_points(rows)
+    plotted = {i for pts in points.values() for i, _ in pts}
+    missing = len(rows) - len(plotted)
+    import matplotlib.style
+
+    with matplotlib.style.context("default"):
+        fig = Figure(figsize=(10, 4.5), dpi=100)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot(1, 1, 1)
+        boundaries = [i for i in range(1, len(rows))
+                      if rows[i].get("case") != rows[i - 1].get("case")]
+        for b in boundaries:
+            ax.axvline(b - 0.5, color="#cccccc", linewidth=0.6, zorder=0)
+        ax.axhline(0, color="#555555", linewidth=0.8, zorder=1)
+        for side in SIDES:
+            for kind in (ORDINARY, FORCED):
+                pts = points.get((side, kind), [])
+                if not pts:
+                    continue
+                offset = -0.15 if side == "stock" else 0.15
+                ax.scatter([x + offset for x, _ in pts], [y for _, y in pts],
+                           marker=_MARKERS[kind], s=22 if kind == FORCED else 12,
+                           color=_COLORS[side], linewidths=1.0, zorder=2,
+                           label=f"{side}, {kind} rows")
+        span = max((abs(y) for pts in points.values() for _, y in pts), default=0)
+        if span > 20:  # stock masking a whole row or keeping everything: keep 0..3 readable
+            ax.set_yscale("symlog", linthresh=4)
+        else:
+            ax.set_ylim(-span - 1, span + 1)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlim(-1, max(len(rows), 1))
+        ax.set_xlabel("row (case order; grey lines separate cases)")
+        ax.set_ylabel("kept count - oracle count")
+        verdict = inputs.verdict.get("verdict", "?")
+        kind = "Triton interpreter (CPU)" if is_interpreter(inputs.backend, inputs.evidence) \
+            else str(inputs.backend)
+        title = f"{inputs.manifest_name}: {verdict} ({kind})"
+        if missing:
+            title += f"; {missing} row(s) not plotted (no output or ambiguous oracle)"
+        ax.set_title(title, fontsize=10)
+        if points:
+            ax.legend(loc="best", fontsize=8)
+        ax.grid(True, axis="y", linewidth=0.3, alpha=0.5)
+        fig.tight_layout()
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", metadata=PNG_METADATA)
+    return buffer.getvalue()
