@@ -4,7 +4,7 @@
 {
   pkgs,
   envs,
-  vllmSources,
+  vllmSourcesDir,
 }:
 let
   tritonDriver = "${pkgs.python3Packages.triton-bin}/${pkgs.python3.sitePackages}/triton/backends/nvidia/driver.py";
@@ -24,13 +24,17 @@ let
         # Triton compiles a small launcher with the C compiler at run time.
         export CC="${pkgs.stdenv.cc}/bin/cc"
         export TOPP_GATE_TRITON_DRIVER_PY="${tritonDriver}"
-        # The pinned vLLM sources, built from harness/data/pins.json (nix/vllm-sources.nix).
-        export TOPP_GATE_SOURCES_STOCK="${vllmSources.stock}"
-        export TOPP_GATE_SOURCES_PATCHED="${vllmSources.patched}"
+        # The pinned vLLM sources, built from harness/data/pins.json (nix/vllm-sources.nix),
+        # unless the caller names other ones.
+        export TOPP_GATE_SOURCES="${vllmSourcesDir}"
+        sources=(--sources "$TOPP_GATE_SOURCES")
+        for arg in "$@"; do
+          case "$arg" in --sources | --sources=*) sources=() ;; esac
+        done
         if ! topp_gate_needs_no_gpu "$@"; then
           topp_gate_use_libcuda || exit 2
         fi
-        exec topp-gate ${verb} "$@"
+        exec topp-gate ${verb} "''${sources[@]}" "$@"
       '';
     };
 in

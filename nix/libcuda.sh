@@ -14,8 +14,8 @@
 # directory of links, never the host's whole library directory (which would mix the
 # host's libstdc++ and friends into the Nix closure).
 #
-# Settings (all optional): TOPP_GATE_LIBCUDA_DIR, TOPP_GATE_LDCONFIG (the ldconfig to
-# ask; default: the host's /sbin/ldconfig or /usr/sbin/ldconfig),
+# Settings (all optional): TOPP_GATE_LIBCUDA_DIR, TOPP_GATE_LDCONFIG (the ldconfig
+# programs to try, space-separated; default: the host's /sbin/ldconfig /usr/sbin/ldconfig),
 # TOPP_GATE_LIBCUDA_SYSTEM_DIRS (colon-separated list replacing steps 2 and 5),
 # TOPP_GATE_CACHE (where the private link directory lives).
 
@@ -31,17 +31,19 @@ topp_gate_libcuda_candidates() {
   fi
   topp_gate_libcuda_system_dirs | head -n 1
   printf '%s\n' "${LD_LIBRARY_PATH:-}" | tr ':' '\n'
-  for ldconfig in "${TOPP_GATE_LDCONFIG:-}" /sbin/ldconfig /usr/sbin/ldconfig; do
-    if [ -n "$ldconfig" ] && [ -x "$ldconfig" ]; then
+  for ldconfig in ${TOPP_GATE_LDCONFIG:-/sbin/ldconfig /usr/sbin/ldconfig}; do
+    if [ -x "$ldconfig" ]; then
       # lines look like: "	libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1"
       "$ldconfig" -p 2>/dev/null | sed -n 's|^[[:space:]]*libcuda\.so\.1 (.*x86-64.*) => \(.*\)/libcuda\.so\.1$|\1|p'
       break
     fi
   done
   topp_gate_libcuda_system_dirs | tail -n +2
-  for dir in /usr/lib/nvidia*; do
-    if [ -d "$dir" ]; then printf '%s\n' "$dir"; fi
-  done
+  if [ -z "${TOPP_GATE_LIBCUDA_SYSTEM_DIRS:-}" ]; then
+    for dir in /usr/lib/nvidia*; do
+      if [ -d "$dir" ]; then printf '%s\n' "$dir"; fi
+    done
+  fi
 }
 
 topp_gate_libcuda_missing() {

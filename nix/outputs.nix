@@ -15,13 +15,20 @@ let
     stock = sourcesFor "stock";
     patched = sourcesFor "patched";
   };
-  wrappers = import ./apps.nix { inherit pkgs envs vllmSources; };
+  # Both trees in the layout `topp-gate ... --sources DIR` reads: DIR/<tree_sha256>/.
+  vllmSourcesDir = pkgs.runCommand "topp-gate-vllm-sources" { } ''
+    mkdir -p "$out"
+    cp -r ${vllmSources.stock} "$out/${vllmSources.stock.tree_sha256}"
+    cp -r ${vllmSources.patched} "$out/${vllmSources.patched.tree_sha256}"
+  '';
+  wrappers = import ./apps.nix { inherit pkgs envs vllmSourcesDir; };
 
   packages = {
     default = toppGate;
     topp-gate = toppGate;
     vllm-stock = vllmSources.stock;
     vllm-patched = vllmSources.patched;
+    vllm-sources = vllmSourcesDir;
     gpu-env = envs.gpu;
     verifier-env = envs.verifier;
     gate = wrappers.gate;
@@ -41,8 +48,7 @@ let
       ];
       shellHook = ''
         export CC="${pkgs.stdenv.cc}/bin/cc"
-        export TOPP_GATE_SOURCES_STOCK="${vllmSources.stock}"
-        export TOPP_GATE_SOURCES_PATCHED="${vllmSources.patched}"
+        export TOPP_GATE_SOURCES="${vllmSourcesDir}"
         ${builtins.readFile ./libcuda.sh}
         topp_gate_use_libcuda || echo "topp-gate: no GPU found; use --backend interpreter" >&2
       '';

@@ -1,0 +1,437 @@
+"""The Nix flake, proven offline with an old Nix (Debian's nix-bin, 2.8).
+
+What runs here: every .nix file parses; the flake's outputs evaluated against the stub
+nixpkgs under nix/stub; `nix flake metadata` with the committed lock and no network;
+`nix flake check --no-build` with nixpkgs overridden by the stub; the libcuda finder of
+the gate wrapper; the pins agree everywhere; and (marked sources, slow) the pinned
+wheels have the pinned sha256 and the same fixed-output store path as the stub-evaluated
+fetchPypi derivation. A real `nix flake check`/`nix build` needs a networked Nix 2.18+
+machine and is not run here (docs/nix.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PINS = json.loads((ROOT / "harness" / "data" / "pins.json").read_text())
+SYSTEM = "x86_64-linux"
+NIX_ENV = {**os.environ, "NIX_CONFIG": "experimental-features = nix-command flakes"}
+STUB = "path:./nix/stub"
+
+
+def _nix_missing() -> str | None:
+    for tool in ("nix", "nix-instantiate", "nix-store"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (CI installs it: apt-get install -y nix-bin)"
+    return None
+
+
+needs_nix = pytest.mark.skipif(_nix_missing() is not None, reason=str(_nix_missing()))
+
+
+def _store_writable() -> bool:
+    return os.access("/nix/store", os.W_OK) or Path("/nix/var/nix/daemon-socket/socket").exists()
+
+
+needs_store = pytest.mark.skipif(
+    not _store_writable(), reason="the Nix store is not writable and no nix-daemon runs"
+)
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(argv, cwd=ROOT, env=NIX_ENV, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        pytest.fail(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return done
+
+
+def _eval(expr: str) -> object:
+    """Evaluate EXPR (with `out` bound to the flake's outputs on the stub) to JSON."""
+    full = (
+        "let flake = import ./flake.nix; "
+        "out = flake.outputs { self = { outPath = ./.; }; nixpkgs = ./nix/stub; }; "
+        f"in {expr}"
+    )
+    done = _run("nix-instantiate", "--eval", "--strict", "--json", "-E", full)
+    return json.loads(done.stdout)
+
+
+def _flake_nix_rev() -> str:
+    text = (ROOT / "flake.nix").read_text()
+    urls = re.findall(r'inputs\.nixpkgs\.url\s*=\s*"github:NixOS/nixpkgs/([0-9a-f]{40})"', text)
+    assert len(urls) == 1, "flake.nix must pin nixpkgs by one literal 40-hex revision"
+    return urls[0]
+
+
+# --- pins agree everywhere (no Nix needed) -------------------------------------------------
+
+
+def test_flake_nix_lock_and_pin_file_name_the_same_nixpkgs_revision() -> None:
+    lock = json.loads((ROOT / "flake.lock").read_text())
+    assert lock["nodes"]["root"]["inputs"] == {"nixpkgs": "nixpkgs"}, "nixpkgs is the only input"
+    node = lock["nodes"]["nixpkgs"]
+    pinned = PINS["nixpkgs"]
+    rev = _flake_nix_rev()
+    assert node["locked"]["rev"] == node["original"]["rev"] == pinned["rev"] == rev
+    assert node["locked"]["narHash"] == pinned["narHash"]
+    assert node["locked"]["lastModified"] == pinned["lastModified"]
+    assert (node["locked"]["owner"], node["locked"]["repo"], node["locked"]["type"]) == (
+        "NixOS",
+        "nixpkgs",
+        "github",
+    )
+
+
+def test_nothing_in_the_flake_names_a_package_registry_host() -> None:
+    for path in [ROOT / "flake.nix", ROOT / "flake.lock", *sorted((ROOT / "nix").rglob("*"))]:
+        if path.is_file():
+            text = path.read_text()
+            assert not re.search(r"https?://[^\s\"']*(pypi|pythonhosted)", text), path
+
+
+# --- every .nix file parses ----------------------------------------------------------------
+
+
+@needs_nix
+def test_every_nix_file_parses() -> None:
+    files = [ROOT / "flake.nix", *sorted((ROOT / "nix").rglob("*.nix"))]
+    assert len(files) >= 10
+    for path in files:
+        _run("nix-instantiate", "--parse", str(path.relative_to(ROOT)))
+
+
+# --- the outputs, evaluated against the stub nixpkgs -----------------------------------------
+
+
+@needs_nix
+def test_output_names() -> None:
+    names = _eval(
+        "builtins.mapAttrs (_: v: builtins.attrNames v.x86_64-linux) "
+        "{ inherit (out) packages apps devShells checks; }"
+    )
+    assert names == {
+        "packages": sorted(
+            [
+                "default",
+                "topp-gate",
+                "vllm-stock",
+                "vllm-patched",
+                "vllm-sources",
+                "gpu-env",
+                "verifier-env",
+                "gate",
+                "probe",
+                "verify",
+            ]
+        ),
+        "apps": ["gate", "probe", "verify"],
+        "devShells": ["cpu", "default"],
+        "checks": ["cpu-tests", "flake-structure", "verify-bundles"],
+    }
+    assert _eval("builtins.attrNames out") == ["apps", "checks", "devShells", "packages"]
+
+
+@needs_nix
+def test_apps_are_of_type_app_with_programs_in_the_store() -> None:
+    apps = _eval("out.apps.x86_64-linux")
+    assert isinstance(apps, dict)
+    for name, verb in [("gate", "run"), ("probe", "probe"), ("verify", "verify")]:
+        app = apps[name]
+        assert app["type"] == "app"
+        assert re.fullmatch(
+            rf"/nix/store/[0-9a-z]{{32}}-topp-gate-{verb}/bin/topp-gate-{verb}", app["program"]
+        ), app
+
+
+@needs_nix
+def test_wrappers_map_to_the_cli_verbs() -> None:
+    texts = _eval(
+        "builtins.mapAttrs (_: p: p.stubAttrs.text) "
+        "{ inherit (out.packages.x86_64-linux) gate probe verify; }"
+    )
+    assert isinstance(texts, dict)
+    assert 'exec topp-gate run "${sources[@]}" "$@"' in texts["gate"]
+    assert 'exec topp-gate probe "${sources[@]}" "$@"' in texts["probe"]
+    assert texts["verify"] == 'exec topp-gate verify "$@"'
+    for kernel_side in ("gate", "probe"):
+        assert "topp_gate_use_libcuda || exit 2" in texts[kernel_side]
+        assert 'export CC="/nix/store/' in texts[kernel_side]
+
+
+@pytest.mark.parametrize("side", ["stock", "patched"])
+@needs_nix
+def test_fetchpypi_arguments_equal_the_pin_file(side: str) -> None:
+    args = _eval(f"out.packages.x86_64-linux.vllm-{side}.wheel.fetchPypiArgs")
+    pin = PINS["sides"][side]
+    assert args == {
+        "pname": "vllm",
+        "version": pin["version"],
+        "format": "wheel",
+        "dist": "cp38",
+        "python": "cp38",
+        "abi": "abi3",
+        "platform": "manylinux_2_28_x86_64",
+        "sha256": pin["wheel_sha256"],
+    }
+    assert _eval(f"out.packages.x86_64-linux.vllm-{side}.wheel.name") == pin["wheel"]
+
+
+@needs_nix
+def test_extraction_checks_every_pinned_file() -> None:
+    for side in ("stock", "patched"):
+        pin = PINS["sides"][side]
+        sums = _eval(f"out.packages.x86_64-linux.vllm-{side}.sums.stubAttrs.text")
+        assert isinstance(sums, str)
+        assert hashlib.sha256(sums.encode()).hexdigest() == pin["tree_sha256"]
+        lines = sums.splitlines()
+        assert len(lines) == len(pin["files"])
+        script = _eval(f"out.packages.x86_64-linux.vllm-{side}.stubAttrs.buildCommand")
+        assert isinstance(script, str)
+        assert "sha256sum --check --quiet --strict" in script
+        assert f"{pin['kernel_sha256']}  {PINS['kernel_path']}" in script
+
+
+@needs_nix
+def test_cuda_config_reaches_the_nixpkgs_import_and_torch() -> None:
+    expected = {"allowUnfree": True, "cudaSupport": True, "cudaCapabilities": ["9.0"]}
+    assert _eval("out.packages.x86_64-linux.gpu-env.nixpkgsConfig") == expected
+    torch = _eval(
+        "map (p: p.stubAttrs) (builtins.filter (p: p.stubAttrs.pname or null == \"torch\") "
+        "out.packages.x86_64-linux.gpu-env.packages)"
+    )
+    assert torch == [{"pname": "torch", "cudaSupport": True, "cudaCapabilities": ["9.0"]}]
+    pnames = _eval("map (p: p.stubAttrs.pname) out.packages.x86_64-linux.verifier-env.packages")
+    assert pnames == ["topp-gate"], "the verifier environment carries no torch"
+
+
+@needs_nix
+def test_structure_check_passes_and_can_fail() -> None:
+    assert _eval("out.checks.x86_64-linux.flake-structure.name") == "topp-gate-flake-structure"
+    problems = _eval(
+        "import ./nix/structure.nix { "
+        "packages = out.packages.x86_64-linux // { vllm-stock = out.packages.x86_64-linux.vllm-stock"
+        ' // { wheel = { name = "other.whl"; }; }; }; '
+        'apps = { gate = { type = "derivation"; program = "/usr/bin/env"; }; }; '
+        "devShells = { }; pins = import ./nix/pins.nix; "
+        "config = { allowUnfree = true; cudaSupport = false; cudaCapabilities = [ ]; }; }"
+    )
+    assert isinstance(problems, list)
+    text = "\n".join(problems)
+    for expected in (
+        "missing apps.verify",
+        "missing devShells.cpu",
+        "apps.gate is not of type app",
+        "apps.gate.program is not in the Nix store",
+        "the stock wheel is other.whl",
+        "capability 9.0",
+    ):
+        assert expected in text
+
+
+# --- Nix's own loader, with the committed lock and no network --------------------------------
+
+
+def _offline(*argv: str) -> list[str]:
+    """ARGV with the network switched off when we can (a new network namespace)."""
+    if shutil.which("unshare") and subprocess.run(
+        ["unshare", "-n", "true"], capture_output=True
+    ).returncode == 0:
+        return ["unshare", "-n", *argv]
+    return [*argv, "--offline"]
+
+
+@needs_nix
+@needs_store
+def test_flake_metadata_reads_the_committed_lock_offline() -> None:
+    done = _run(*_offline("nix", "flake", "metadata", "--json", "--no-write-lock-file", "."))
+    meta = json.loads(done.stdout)
+    lock = json.loads((ROOT / "flake.lock").read_text())
+    assert meta["locks"]["nodes"]["nixpkgs"] == lock["nodes"]["nixpkgs"]
+
+
+@needs_nix
+@needs_store
+def test_flake_check_no_build_accepts_the_outputs_on_the_stub() -> None:
+    argv = _offline(
+        "nix", "flake", "check", "--no-build", "--no-write-lock-file",
+        "--override-input", "nixpkgs", STUB, ".",
+    )
+    done = _run(*argv)
+    assert "error" not in done.stderr.lower()
+
+
+# --- the pinned wheels and the fixed-output store path ----------------------------------------
+
+
+@pytest.mark.sources
+@pytest.mark.slow
+@needs_nix
+@needs_store
+@pytest.mark.parametrize("side", ["stock", "patched"])
+def test_pinned_wheel_has_the_pinned_hash_and_the_fetchpypi_store_path(
+    side: str, tmp_path: Path
+) -> None:
+    from harness import sources
+
+    pins = sources.load_pins()
+    pin = pins.side(side)
+    cache = sources.cache_root()
+    wheel = sources.verified_wheel(pin, cache) or sources.fetch_wheel(pin, cache)
+    assert wheel.name == PINS["sides"][side]["wheel"]
+    digest = hashlib.sha256()
+    with wheel.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    assert digest.hexdigest() == PINS["sides"][side]["wheel_sha256"]
+
+    expected = _eval(f"out.packages.x86_64-linux.vllm-{side}.wheel.outPath")
+    added = _run("nix-store", "--add-fixed", "sha256", str(wheel)).stdout.strip()
+    try:
+        assert added == expected
+    finally:
+        _run("nix-store", "--delete", added, check=False)
+
+    # The flake's extraction script, run on the real wheel, yields the pinned tree.
+    if shutil.which("unzip") is None:
+        pytest.skip("unzip is not installed")
+    script = _eval(f"out.packages.x86_64-linux.vllm-{side}.stubAttrs.buildCommand")
+    assert isinstance(script, str)
+    sums_path = _eval(f"out.packages.x86_64-linux.vllm-{side}.sums.outPath")
+    assert isinstance(sums_path, str)
+    sums_text = _eval(f"out.packages.x86_64-linux.vllm-{side}.sums.stubAttrs.text")
+    assert isinstance(sums_text, str)
+    local_sums = tmp_path / "files.sha256"
+    local_sums.write_text(sums_text)
+    out = tmp_path / "out"
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script.replace(sums_path, str(local_sums))],
+        env={**os.environ, "src": str(wheel), "out": str(out)},
+        check=True,
+    )
+    sources.verify_tree(pin, out)
+
+
+# --- the gate wrapper's libcuda finder (bash only) --------------------------------------------
+
+LIBCUDA_SH = ROOT / "nix" / "libcuda.sh"
+
+
+def _finder(tmp_path: Path, script: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "TOPP_GATE_CACHE": str(tmp_path / "cache"),
+        "TOPP_GATE_LIBCUDA_SYSTEM_DIRS": str(tmp_path / "none"),
+        "TOPP_GATE_LDCONFIG": str(tmp_path / "no-ldconfig"),
+    }
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", f'source "{LIBCUDA_SH}"\n{script}'],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+    )
+
+
+def _driver_dir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    for name in ("libcuda.so.1", "libcuda.so.570.1", "libnvidia-ptxjitcompiler.so.1", "libEGL.so.1"):
+        (path / name).write_text(name)
+    return path
+
+
+REPORT = 'topp_gate_use_libcuda; echo "$LD_LIBRARY_PATH|$TRITON_LIBCUDA_PATH|$TOPP_GATE_LIBCUDA_FOUND"'
+
+
+def test_libcuda_missing_says_what_to_do(tmp_path: Path) -> None:
+    done = _finder(tmp_path, "topp_gate_use_libcuda", LD_LIBRARY_PATH=str(tmp_path / "empty"))
+    assert done.returncode == 1
+    assert "cannot find the NVIDIA driver library libcuda.so.1" in done.stderr
+    assert str(tmp_path / "empty") in done.stderr  # says where it looked
+    for hint in ("TOPP_GATE_LIBCUDA_DIR=", "/run/opengl-driver/lib", "--backend interpreter"):
+        assert hint in done.stderr
+
+
+def test_libcuda_from_the_host_loader_cache_exposes_only_driver_libraries(tmp_path: Path) -> None:
+    driver = _driver_dir(tmp_path / "usr" / "lib" / "x86_64-linux-gnu")
+    ldconfig = tmp_path / "ldconfig"
+    ldconfig.write_text(
+        "#!/bin/sh\n"
+        'echo "4 libs found in cache \\`/etc/ld.so.cache\'"\n'
+        f'echo "\tlibcuda.so.1 (libc6) => /wrong/arch/libcuda.so.1"\n'
+        f'echo "\tlibcuda.so.1 (libc6,x86-64) => {driver}/libcuda.so.1"\n'
+    )
+    ldconfig.chmod(0o755)
+    done = _finder(tmp_path, REPORT, TOPP_GATE_LDCONFIG=str(ldconfig), LD_LIBRARY_PATH="/keep")
+    assert done.returncode == 0, done.stderr
+    ld_path, triton, found = done.stdout.strip().split("|")
+    links = tmp_path / "cache" / "libcuda"
+    assert ld_path == f"{links}:/keep"
+    assert triton == str(links)
+    assert found == str(driver)
+    assert sorted(p.name for p in links.iterdir()) == [
+        "libcuda.so",
+        "libcuda.so.1",
+        "libcuda.so.570.1",
+        "libnvidia-ptxjitcompiler.so.1",
+    ]
+    assert (links / "libcuda.so").resolve() == (driver / "libcuda.so.1").resolve()
+
+
+def test_libcuda_search_order(tmp_path: Path) -> None:
+    nixos = _driver_dir(tmp_path / "run" / "opengl-driver" / "lib")
+    debian = _driver_dir(tmp_path / "debian")
+    from_env = _driver_dir(tmp_path / "ld-library-path")
+    explicit = _driver_dir(tmp_path / "explicit")
+    dirs = f"{nixos}:{debian}"
+    env = {"TOPP_GATE_LIBCUDA_SYSTEM_DIRS": dirs, "LD_LIBRARY_PATH": str(from_env)}
+    first = _finder(tmp_path, REPORT, **env)
+    assert first.stdout.strip().endswith(f"|{nixos}"), first.stderr
+    no_nixos = {**env, "TOPP_GATE_LIBCUDA_SYSTEM_DIRS": f"{tmp_path / 'absent'}:{debian}"}
+    assert _finder(tmp_path, REPORT, **no_nixos).stdout.strip().endswith(f"|{from_env}")
+    only_system = {**no_nixos, "LD_LIBRARY_PATH": ""}
+    assert _finder(tmp_path, REPORT, **only_system).stdout.strip().endswith(f"|{debian}")
+    forced = {**env, "TOPP_GATE_LIBCUDA_DIR": str(explicit)}
+    assert _finder(tmp_path, REPORT, **forced).stdout.strip().endswith(f"|{explicit}")
+
+
+def test_libcuda_warns_when_triton_only_looks_in_run_opengl_driver(tmp_path: Path) -> None:
+    driver = _driver_dir(tmp_path / "driver")
+    patched = tmp_path / "driver.py"
+    patched.write_text("def libcuda_dirs():\n    return '/run/opengl-driver/lib/libcuda.so'\n")
+    done = _finder(
+        tmp_path, REPORT, TOPP_GATE_LIBCUDA_DIR=str(driver), TOPP_GATE_TRITON_DRIVER_PY=str(patched)
+    )
+    assert done.returncode == 0
+    assert f"sudo ln -sfn {driver} /run/opengl-driver/lib" in done.stderr
+    patched.write_text("def libcuda_dirs():\n    return env_dirs()\n")
+    quiet = _finder(
+        tmp_path, REPORT, TOPP_GATE_LIBCUDA_DIR=str(driver), TOPP_GATE_TRITON_DRIVER_PY=str(patched)
+    )
+    assert quiet.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "gpu_free"),
+    [
+        ("--backend interpreter --out x", True),
+        ("--out x --backend=interpreter", True),
+        ("--help", True),
+        ("--backend cuda --out x", False),
+        ("--out interpreter", False),
+        ("", False),
+    ],
+)
+def test_gpu_free_invocations_skip_the_driver_search(
+    tmp_path: Path, args: str, gpu_free: bool
+) -> None:
+    done = _finder(tmp_path, f"topp_gate_needs_no_gpu {args}")
+    assert (done.returncode == 0) is gpu_free
