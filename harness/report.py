@@ -228,10 +228,19 @@ def is_interpreter(backend: str, evidence: Mapping[str, Mapping[str, Any] | None
         isinstance(ev, Mapping) and ev.get("interpreter") is True for ev in evidence.values())
 
 
+def device_name(ev: Mapping[str, Any] | None) -> str:
+    """The device an evidence dict names (``device`` may be a string or ``{"name": ...}``)."""
+    if not isinstance(ev, Mapping):
+        return ""
+    device = ev.get("device")
+    if isinstance(device, Mapping):
+        device = device.get("name")
+    return str(device) if device else ""
+
+
 def backend_label(backend: str, evidence: Mapping[str, Mapping[str, Any] | None]) -> str:
     """Say plainly what ran the kernels."""
-    devices = sorted({str(ev.get("device")) for ev in evidence.values()
-                      if isinstance(ev, Mapping) and ev.get("device")})
+    devices = sorted({device_name(ev) for ev in evidence.values() if device_name(ev)})
     where = f" ({', '.join(devices)})" if devices else ""
     if is_interpreter(backend, evidence):
         note = ""
