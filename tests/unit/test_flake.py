@@ -205,7 +205,7 @@ def test_cuda_config_reaches_the_nixpkgs_import_and_torch() -> None:
     expected = {"allowUnfree": True, "cudaSupport": True, "cudaCapabilities": ["9.0"]}
     assert _eval("out.packages.x86_64-linux.gpu-env.nixpkgsConfig") == expected
     torch = _eval(
-        "map (p: p.stubAttrs) (builtins.filter (p: p.stubAttrs.pname or null == \"torch\") "
+        'map (p: p.stubAttrs) (builtins.filter (p: p.stubAttrs.pname or null == "torch") '
         "out.packages.x86_64-linux.gpu-env.packages)"
     )
     assert torch == [{"pname": "torch", "cudaSupport": True, "cudaCapabilities": ["9.0"]}]
@@ -218,8 +218,8 @@ def test_structure_check_passes_and_can_fail() -> None:
     assert _eval("out.checks.x86_64-linux.flake-structure.name") == "topp-gate-flake-structure"
     problems = _eval(
         "import ./nix/structure.nix { "
-        "packages = out.packages.x86_64-linux // { vllm-stock = out.packages.x86_64-linux.vllm-stock"
-        ' // { wheel = { name = "other.whl"; }; }; }; '
+        "packages = out.packages.x86_64-linux // { vllm-stock = "
+        'out.packages.x86_64-linux.vllm-stock // { wheel = { name = "other.whl"; }; }; }; '
         'apps = { gate = { type = "derivation"; program = "/usr/bin/env"; }; }; '
         "devShells = { }; pins = import ./nix/pins.nix; "
         "config = { allowUnfree = true; cudaSupport = false; cudaCapabilities = [ ]; }; }"
@@ -242,9 +242,10 @@ def test_structure_check_passes_and_can_fail() -> None:
 
 def _offline(*argv: str) -> list[str]:
     """ARGV with the network switched off when we can (a new network namespace)."""
-    if shutil.which("unshare") and subprocess.run(
-        ["unshare", "-n", "true"], capture_output=True
-    ).returncode == 0:
+    if (
+        shutil.which("unshare")
+        and subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+    ):
         return ["unshare", "-n", *argv]
     return [*argv, "--offline"]
 
@@ -262,8 +263,15 @@ def test_flake_metadata_reads_the_committed_lock_offline() -> None:
 @needs_store
 def test_flake_check_no_build_accepts_the_outputs_on_the_stub() -> None:
     argv = _offline(
-        "nix", "flake", "check", "--no-build", "--no-write-lock-file",
-        "--override-input", "nixpkgs", STUB, ".",
+        "nix",
+        "flake",
+        "check",
+        "--no-build",
+        "--no-write-lock-file",
+        "--override-input",
+        "nixpkgs",
+        STUB,
+        ".",
     )
     done = _run(*argv)
     assert "error" not in done.stderr.lower()
@@ -343,12 +351,19 @@ def _finder(tmp_path: Path, script: str, **env: str) -> subprocess.CompletedProc
 
 def _driver_dir(path: Path) -> Path:
     path.mkdir(parents=True)
-    for name in ("libcuda.so.1", "libcuda.so.570.1", "libnvidia-ptxjitcompiler.so.1", "libEGL.so.1"):
+    for name in (
+        "libcuda.so.1",
+        "libcuda.so.570.1",
+        "libnvidia-ptxjitcompiler.so.1",
+        "libEGL.so.1",
+    ):
         (path / name).write_text(name)
     return path
 
 
-REPORT = 'topp_gate_use_libcuda; echo "$LD_LIBRARY_PATH|$TRITON_LIBCUDA_PATH|$TOPP_GATE_LIBCUDA_FOUND"'
+REPORT = (
+    'topp_gate_use_libcuda; echo "$LD_LIBRARY_PATH|$TRITON_LIBCUDA_PATH|$TOPP_GATE_LIBCUDA_FOUND"'
+)
 
 
 def test_libcuda_missing_says_what_to_do(tmp_path: Path) -> None:
