@@ -45,7 +45,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from . import __version__, dsse, receipt
-from .errors import LimitError, MalformedEvidenceError, UsageError
+from .errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
 from .keys import keyid
 
 LAYOUT = "topp-gate/bundle/v1"
@@ -415,10 +415,12 @@ class BundleDir:
             if not stat.S_ISREG(info.st_mode):
                 raise MalformedEvidenceError(f"{rel} is not a regular file")
             limit = max_size if exact_size is None else exact_size
-            if info.st_size > limit or (exact_size is not None and info.st_size != exact_size):
-                raise MalformedEvidenceError(
-                    f"{rel} holds {info.st_size} bytes; expected "
-                    f"{'at most ' if exact_size is None else ''}{limit}")
+            if exact_size is not None and info.st_size != exact_size:
+                raise BindingMismatchError(f"size of stored {rel}", f"{exact_size} bytes",
+                                           f"{info.st_size} bytes")
+            if info.st_size > limit:
+                raise MalformedEvidenceError(f"{rel} holds {info.st_size} bytes, over the "
+                                             f"{limit} allowed")
             chunks = []
             remaining = limit + 1
             while remaining > 0:

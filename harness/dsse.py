@@ -78,6 +78,23 @@ def envelope_bytes(envelope: dict[str, Any]) -> bytes:
     return (json.dumps(envelope, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
+def canonical_envelope(data: bytes, payload: bytes, public_key: Ed25519PublicKey) -> bytes:
+    """The exact bytes :func:`sign` + :func:`envelope_bytes` give for a verified envelope.
+
+    Call only after :func:`verify` succeeded on ``data`` with ``public_key``.
+    """
+    _payload, payload_type, sigs = _parse(data)
+    kid = keyid(public_key)
+    for _kid, sig in sigs:
+        try:
+            public_key.verify(sig, pae(payload_type, payload))
+        except Exception:  # noqa: S112 - try the next signature
+            continue
+        return envelope_bytes({"payload": _b64(payload), "payloadType": payload_type,
+                               "signatures": [{"keyid": kid, "sig": _b64(sig)}]})
+    raise SignatureError(f"no signature verifies with the given public key (key id {kid})")
+
+
 def _parse(data: bytes) -> tuple[bytes, str, list[tuple[str | None, bytes]]]:
     envelope = loads_strict(data, "DSSE envelope")
     if not isinstance(envelope, dict) or set(envelope) != ENVELOPE_KEYS:

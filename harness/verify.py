@@ -103,6 +103,23 @@ def _short(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def _first_difference(said: Any, found: Any, path: str = "") -> tuple[str, Any, Any]:
+    """The first (sorted-key) place where two JSON values differ, as a dotted path."""
+    if isinstance(said, dict) and isinstance(found, dict):
+        for key in sorted(set(said) | set(found)):
+            if said.get(key, _MISSING) != found.get(key, _MISSING):
+                return _first_difference(said.get(key, _MISSING), found.get(key, _MISSING),
+                                         f"{path}.{key}" if path else str(key))
+    if isinstance(said, list) and isinstance(found, list) and len(said) == len(found):
+        for i, (a, b) in enumerate(zip(said, found, strict=True)):
+            if a != b:
+                return _first_difference(a, b, f"{path}[{i}]")
+    return path, said, found
+
+
+_MISSING = "(absent)"
+
+
 def read_frozen_hash(path: Path) -> str:
     """The frozen sha256 an auditor supplies: a ``.sha256`` file, or a committed manifest
     whose ``.sha256`` sibling freezes it (the manifest's bytes must match that hash)."""
@@ -190,6 +207,12 @@ class _Artifacts:
 def _statement(bundle: BundleDir, public_key: Ed25519PublicKey) -> tuple[dict[str, Any], bytes]:
     envelope = bundle.read(ENVELOPE, max_size=MAX_ENVELOPE_BYTES)
     payload = dsse.verify(envelope, public_key, dsse.IN_TOTO_PAYLOAD_TYPE)
+    # DSSE tolerates unauthenticated variation (keyid hints, either base64 alphabet, spare
+    # base64 bits, extra signatures, whitespace). A bundle must not: every byte of it is
+    # bound, so the envelope must be exactly what the writer makes for this key.
+    if envelope != dsse.canonical_envelope(envelope, payload, public_key):
+        raise MalformedEvidenceError(f"{ENVELOPE} is not in the writer's exact form "
+                                     "(one signature, this key's id, standard base64)")
     value = loads_strict(payload, "signed payload")
     if receipt.canonical(value) != payload:
         raise MalformedEvidenceError("signed payload is not RFC 8785 canonical JSON")
@@ -336,8 +359,9 @@ def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], 
                                    str(len(rows)))
     for mine, theirs in zip(rows, recorded_rows, strict=True):
         if mine != theirs:
-            where = f"row {mine['case']}[{mine['row']}] result"
-            raise BindingMismatchError(where, _short(theirs), _short(mine))
+            field, said, found = _first_difference(theirs, mine)
+            where = f"rerun of row {mine['case']}[{mine['row']}] at {field or '(whole row)'}"
+            raise BindingMismatchError(where, _short(said), _short(found))
     again = verdict(rows, predicate["run_stops"])
     if again != predicate["verdict"]:
         raise BindingMismatchError("verdict", _short(predicate["verdict"]), _short(again))

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""Regenerate the tamper fixtures: one SYNTHETIC bundle per defect, named by the defect.
+
+    .venv/bin/python scripts/make_tamper_fixtures.py [--out tests/assets/tamper]
+
+Each fixture starts from the same synthetic good bundle (tests/assets/synthetic.py, signed
+with the test-only key) and carries exactly one defect. ``FIXTURES`` maps each name to
+the mutation, the error code ``topp-gate verify`` must refuse it with, and whether that
+needs ``--strict``. The output is deterministic (Ed25519 and xz are); it embeds the
+harness code digest, so regenerate after changing harness code and commit the result.
+Test-only keys; never evidence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "assets"))
+
+import synthetic  # noqa: E402
+
+from harness import dsse, receipt  # noqa: E402
+from harness.bundle import ENVELOPE, RECEIPT, ROWS, rows_bytes, sha256  # noqa: E402
+from harness.keys import load_private_key  # noqa: E402
+
+FORCED_OUT = "outputs/patched/forced-v64.out.f32.mask.xz"
+STOCK_OUT = "outputs/stock/forced-v64.out.f32.mask.xz"
+INPUT = "inputs/forced-v64.logits.f32.xz"
+
+
+@dataclass(frozen=True)
+class Fixture:
+    mutate: Callable[[Path], None]
+    code: str | None  # None: verifies
+    strict: bool = False
+    doc: str = ""
+
+
+def _flip(rel: str, offset: int = -1) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        data = bytearray((root / rel).read_bytes())
+        data[offset if offset >= 0 else len(data) // 2] ^= 0x01
+        (root / rel).write_bytes(bytes(data))
+    return run
+
+
+def _truncate(rel: str) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        data = (root / rel).read_bytes()
+        (root / rel).write_bytes(data[: len(data) - 7])
+    return run
+
+
+def _delete(rel: str) -> Callable[[Path], None]:
+    return lambda root: (root / rel).unlink()
+
+
+def _swap(a: str, b: str) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        da, db = (root / a).read_bytes(), (root / b).read_bytes()
+        (root / a).write_bytes(db)
+        (root / b).write_bytes(da)
+    return run
+
+
+def _extra(root: Path) -> None:
+    (root / "outputs" / "patched" / "notes.txt").write_bytes(b"added after signing\n")
+
+
+def _statement(root: Path) -> dict:
+    return json.loads((root / RECEIPT).read_bytes())
+
+
+def _sign(root: Path, statement: dict, *, key: Path = synthetic.SIGNING_KEY,
+          payload: bytes | None = None, payload_type: str = dsse.IN_TOTO_PAYLOAD_TYPE) -> None:
+    body = receipt.canonical(statement) if payload is None else payload
+    envelope = dsse.sign(body, load_private_key(key), payload_type)
+    (root / RECEIPT).write_bytes(body)
+    (root / ENVELOPE).write_bytes(dsse.envelope_bytes(envelope))
+
+
+def _resign_other_key(root: Path) -> None:
+    _sign(root, _statement(root), key=synthetic.OTHER_KEY)
+
+
+def _rebind_rows(root: Path, statement: dict) -> None:
+    """Rewrite results/rows.json from the statement's rows and fix every hash that binds it."""
+    data = rows_bytes(statement["predicate"]["rows"])
+    (root / ROWS).write_bytes(data)
+    statement["predicate"]["hashes"]["rows"] = sha256(data)
+    for subject in statement["subject"]:
+        if subject["name"] == ROWS:
+            subject["digest"]["sha256"] = sha256(data)
+            subject["annotations"].update(stored_sha256=sha256(data), size=len(data),
+                                          stored_size=len(data))
+
+
+def _edit_row_resign(root: Path) -> None:
+    statement = _statement(root)
+    row = statement["predicate"]["rows"][0]
+    row["patched"]["kept"] += 1  # a plausible lie, schema-valid
+    _rebind_rows(root, statement)
+    _sign(root, statement)
+
+
+def _edit_verdict_resign(root: Path) -> None:
+    statement = _statement(root)
+    statement["predicate"]["verdict"] = {"verdict": "STOP", "reasons": ["count_bound"],
+                                         "rows": statement["predicate"]["verdict"]["rows"],
+                                         "rows_stopped": 1}
+    _sign(root, statement)
+
+
+def _reorder_keys(root: Path, *, resign: bool) -> None:
+    statement = _statement(root)
+    reordered = {k: statement[k] for k in reversed(list(statement))}
+    body = json.dumps(reordered, separators=(",", ":")).encode()
+    if resign:
+        _sign(root, statement, payload=body)
+        return
+    envelope = json.loads((root / ENVELOPE).read_bytes())
+    envelope["payload"] = base64.b64encode(body).decode()
+    (root / ENVELOPE).write_bytes(dsse.envelope_bytes(envelope))
+    (root / RECEIPT).write_bytes(body)
+
+
+def _payload_type(root: Path, *, resign: bool) -> None:
+    if resign:
+        _sign(root, _statement(root), payload_type="application/json")
+        return
+    envelope = json.loads((root / ENVELOPE).read_bytes())
+    envelope["payloadType"] = "application/json"
+    (root / ENVELOPE).write_bytes(dsse.envelope_bytes(envelope))
+
+
+def _edit_receipt_copy(root: Path) -> None:
+    (root / RECEIPT).write_bytes((root / RECEIPT).read_bytes() + b"\n")
+
+
+def _keyid_hint(root: Path) -> None:
+    envelope = json.loads((root / ENVELOPE).read_bytes())
+    envelope["signatures"][0]["keyid"] = "0" * 64
+    (root / ENVELOPE).write_bytes(dsse.envelope_bytes(envelope))
+
+
+def _size_lie_resign(root: Path) -> None:
+    """Declare a raw size smaller than the xz stream expands to (a decompression bomb)."""
+    statement = _statement(root)
+    for subject in statement["subject"]:
+        if subject["annotations"]["stored"] == INPUT:
+            subject["annotations"]["size"] = 16
+    _sign(root, statement)
+
+
+def _path_escape_resign(root: Path) -> None:
+    statement = _statement(root)
+    statement["subject"][0]["annotations"]["stored"] = "../manifest.json"
+    _sign(root, statement)
+
+
+def _harness_digest_resign(root: Path) -> None:
+    statement = _statement(root)
+    statement["predicate"]["harness"]["sha256"] = "0" * 64
+    _sign(root, statement)
+
+
+def _evidence_resign(root: Path) -> None:
+    statement = _statement(root)
+    statement["predicate"]["kernel_path"]["patched"]["side"] = "stock"
+    _sign(root, statement)
+
+
+def _split_path_resign(root: Path) -> None:
+    """Claim the split path was not taken for a forced case: the rerun then differs."""
+    statement = _statement(root)
+    statement["predicate"]["cases"][0]["split_path"] = False
+    _sign(root, statement)
+
+
+FIXTURES: dict[str, Fixture] = {
+    "good": Fixture(lambda root: None, None, doc="the untouched synthetic bundle"),
+    "output_bit_flipped": Fixture(_flip(FORCED_OUT), "binding_mismatch"),
+    "input_bit_flipped": Fixture(_flip(INPUT), "binding_mismatch"),
+    "manifest_bit_flipped": Fixture(_flip("manifest.json"), "binding_mismatch"),
+    "rows_bit_flipped": Fixture(_flip(ROWS), "binding_mismatch"),
+    "output_truncated": Fixture(_truncate(FORCED_OUT), "binding_mismatch"),
+    "envelope_truncated": Fixture(_truncate(ENVELOPE), "malformed_evidence"),
+    "output_deleted": Fixture(_delete(FORCED_OUT), "malformed_evidence"),
+    "receipt_copy_deleted": Fixture(_delete(RECEIPT), "malformed_evidence"),
+    "extra_file": Fixture(_extra, "malformed_evidence"),
+    "outputs_swapped": Fixture(_swap(STOCK_OUT, FORCED_OUT), "binding_mismatch"),
+    "resigned_other_key": Fixture(_resign_other_key, "bad_signature"),
+    "row_result_edited_resigned": Fixture(_edit_row_resign, "binding_mismatch"),
+    "verdict_edited_resigned": Fixture(_edit_verdict_resign, "binding_mismatch"),
+    "split_path_edited_resigned": Fixture(_split_path_resign, "binding_mismatch"),
+    "payload_keys_reordered": Fixture(lambda r: _reorder_keys(r, resign=False), "bad_signature"),
+    "payload_keys_reordered_resigned": Fixture(lambda r: _reorder_keys(r, resign=True),
+                                               "malformed_evidence"),
+    "payload_type_changed": Fixture(lambda r: _payload_type(r, resign=False), "bad_signature"),
+    "payload_type_changed_resigned": Fixture(lambda r: _payload_type(r, resign=True),
+                                             "binding_mismatch"),
+    "receipt_copy_edited": Fixture(_edit_receipt_copy, "binding_mismatch"),
+    "keyid_hint_edited": Fixture(_keyid_hint, "malformed_evidence"),
+    "size_lie_resigned": Fixture(_size_lie_resign, "malformed_evidence"),
+    "path_escape_resigned": Fixture(_path_escape_resign, "malformed_evidence"),
+    "evidence_edited_resigned": Fixture(_evidence_resign, "binding_mismatch"),
+    "harness_digest_edited_resigned": Fixture(_harness_digest_resign, "harness_drift",
+                                              strict=True),
+}
+
+
+def build(out: Path) -> list[str]:
+    """Write every fixture under ``out`` (replacing what is there); returns the names."""
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        good = Path(tmp) / "good"
+        synthetic.write(good)
+        for name, fixture in FIXTURES.items():
+            target = out / name
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(good, target)
+            fixture.mutate(target)
+    expected = {name: {"code": f.code, "strict": f.strict} for name, f in FIXTURES.items()}
+    (out / "EXPECTED.json").write_text(json.dumps(expected, indent=2, sort_keys=True) + "\n")
+    return list(FIXTURES)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "tests" / "assets" / "tamper")
+    args = parser.parse_args()
+    names = build(args.out)
+    print(f"wrote {len(names)} synthetic tamper fixtures under {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,177 @@
+"""DSSE PAE known answers, Ed25519 sign/verify, fail-closed parsing, and an independent
+check of our envelopes with securesystemslib's DSSE implementation."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from harness import dsse
+from harness.errors import BindingMismatchError, MalformedEvidenceError, SignatureError
+from harness.keys import keyid
+
+
+def test_pae_known_answer_from_the_dsse_spec():
+    # DSSE protocol v1.0.0, "Test Vectors" section
+    # (https://github.com/secure-systems-lab/dsse/blob/master/protocol.md):
+    # PAYLOAD_TYPE http://example.com/HelloWorld, SERIALIZED_BODY "hello world".
+    assert (dsse.pae("http://example.com/HelloWorld", b"hello world")
+            == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world")
+
+
+def test_pae_counts_bytes_not_characters():
+    # Hand-derived: "application/vnd.ex\u00e4mple+json" is 28 characters; UTF-8 encodes the
+    # a-umlaut as the two bytes C3 A4, so LEN(type) is 29. The body "\u00e9" is one
+    # character and two bytes (C3 A9).
+    payload_type = "application/vnd.ex\u00e4mple+json"
+    assert len(payload_type) == 28
+    expected = (b"DSSEv1 29 application/vnd.ex\xc3\xa4mple+json 2 \xc3\xa9")
+    assert dsse.pae(payload_type, "\u00e9".encode()) == expected
+
+
+def test_pae_empty_body_keeps_the_trailing_space():
+    # Per the PAE grammar, an empty body still contributes SP LEN(body) SP: "... 0 ".
+    assert dsse.pae(dsse.IN_TOTO_PAYLOAD_TYPE, b"") == b"DSSEv1 28 application/vnd.in-toto+json 0 "
+
+
+def test_ed25519_known_answer_rfc8032_test1():
+    # RFC 8032 section 7.1, TEST 1 (empty message): the backend signs what the RFC says.
+    seed = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+    key = Ed25519PrivateKey.from_private_bytes(seed)
+    from harness.keys import raw_public_bytes
+
+    assert raw_public_bytes(key.public_key()).hex() == (
+        "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+    assert key.sign(b"").hex() == (
+        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bac"
+        "c61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b")
+
+
+@pytest.fixture(scope="module")
+def key() -> Ed25519PrivateKey:
+    return Ed25519PrivateKey.generate()
+
+
+def _envelope(key, payload=b'{"a":1}', payload_type=dsse.IN_TOTO_PAYLOAD_TYPE) -> dict:
+    return dsse.sign(payload, key, payload_type)
+
+
+def _bytes(envelope: dict) -> bytes:
+    return json.dumps(envelope).encode()
+
+
+def test_sign_then_verify_returns_the_payload(key):
+    env = _envelope(key)
+    assert env["signatures"][0]["keyid"] == keyid(key.public_key())
+    assert dsse.verify(_bytes(env), key.public_key()) == b'{"a":1}'
+
+
+def test_url_safe_base64_is_accepted(key):
+    payload = b"\xfb\xff\xbf>?"  # standard base64 holds + and /, URL-safe - and _
+    env = _envelope(key, payload)
+    env["payload"] = base64.urlsafe_b64encode(payload).decode()
+    env["signatures"][0]["sig"] = base64.urlsafe_b64encode(
+        base64.b64decode(env["signatures"][0]["sig"])).decode()
+    assert dsse.verify(_bytes(env), key.public_key()) == payload
+
+
+def test_another_key_is_refused(key):
+    other = Ed25519PrivateKey.generate()
+    with pytest.raises(SignatureError):
+        dsse.verify(_bytes(_envelope(key)), other.public_key())
+
+
+def test_keyid_is_only_a_hint(key):
+    env = _envelope(key)
+    env["signatures"][0]["keyid"] = "not-this-key"
+    assert dsse.verify(_bytes(env), key.public_key()) == b'{"a":1}'
+
+
+def test_changed_payload_type_breaks_the_signature(key):
+    env = _envelope(key)
+    env["payloadType"] = "application/json"
+    with pytest.raises(SignatureError):
+        dsse.verify(_bytes(env), key.public_key())
+
+
+def test_validly_signed_but_unexpected_payload_type_is_refused(key):
+    env = _envelope(key, payload_type="application/json")
+    with pytest.raises(BindingMismatchError, match="payloadType"):
+        dsse.verify(_bytes(env), key.public_key())
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda e: e.pop("signatures"),
+    lambda e: e.update(extra=1),
+    lambda e: e.update(signatures=[]),
+    lambda e: e.update(signatures=[{"keyid": "x"}]),
+    lambda e: e.update(payload="***"),
+    lambda e: e.update(payload=7),
+    lambda e: e.update(payloadType=None),
+    lambda e: e["signatures"][0].update(sig="%%%"),
+    lambda e: e["signatures"][0].update(extra="x"),
+])
+def test_malformed_envelopes_are_refused_as_malformed(key, mutate):
+    env = _envelope(key)
+    mutate(env)
+    with pytest.raises(MalformedEvidenceError):
+        dsse.verify(_bytes(env), key.public_key())
+
+
+def test_duplicate_keys_and_non_json_are_malformed(key):
+    env = _envelope(key)
+    dup = _bytes(env)[:-1] + b', "payloadType": "x"}'
+    with pytest.raises(MalformedEvidenceError, match="duplicate"):
+        dsse.verify(dup, key.public_key())
+    for junk in (b"", b"\xff\xfe", b"[]", b"NaN"):
+        with pytest.raises(MalformedEvidenceError):
+            dsse.verify(junk, key.public_key())
+
+
+def test_short_signature_is_a_signature_failure(key):
+    env = _envelope(key)
+    env["signatures"][0]["sig"] = base64.b64encode(b"\0" * 10).decode()
+    with pytest.raises(SignatureError):
+        dsse.verify(_bytes(env), key.public_key())
+
+
+def test_unexpected_backend_exception_fails_closed(key, monkeypatch):
+    class Exploding:
+        def verify(self, sig, message):
+            raise RuntimeError("backend blew up")
+
+        def public_bytes(self, *a):
+            return key.public_key().public_bytes(*a)
+
+    with pytest.raises(SignatureError, match="RuntimeError"):
+        dsse.verify(_bytes(_envelope(key)), Exploding())  # type: ignore[arg-type]
+
+
+def test_securesystemslib_verifies_our_envelope_independently(key):
+    sslib_dsse = pytest.importorskip("securesystemslib.dsse")
+    from securesystemslib.signer import SSlibKey
+
+    payload = '{"_type":"https://in-toto.io/Statement/v1","x":"\u00e9"}'.encode()
+    env = _envelope(key, payload)
+    theirs = sslib_dsse.Envelope.from_dict(json.loads(_bytes(env)))
+    assert theirs.pae() == dsse.pae(dsse.IN_TOTO_PAYLOAD_TYPE, payload)
+    their_key = SSlibKey.from_crypto(key.public_key(), keyid=keyid(key.public_key()))
+    accepted = theirs.verify([their_key], 1)
+    assert list(accepted) == [keyid(key.public_key())]
+    # and it refuses what we refuse
+    other = SSlibKey.from_crypto(Ed25519PrivateKey.generate().public_key(),
+                                 keyid=keyid(key.public_key()))
+    from securesystemslib.exceptions import VerificationError as TheirVerificationError
+
+    with pytest.raises(TheirVerificationError):
+        theirs.verify([other], 1)
+
+
+def test_canonical_envelope_matches_the_writer(key):
+    env = _envelope(key)
+    data = dsse.envelope_bytes(env)
+    payload = dsse.verify(data, key.public_key())
+    assert dsse.canonical_envelope(data, payload, key.public_key()) == data

@@ -1,0 +1,77 @@
+"""Key files: 0600 private key, never overwritten, key id = sha256(raw public key)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from harness import keys
+from harness.errors import UsageError
+
+
+def test_write_keypair_modes_and_roundtrip(tmp_path):
+    old = os.umask(0)  # a permissive umask must not widen the private key's mode
+    try:
+        private_path, public_path, kid = keys.write_keypair(tmp_path / "signer")
+    finally:
+        os.umask(old)
+    assert private_path.name == "signer.key" and public_path.name == "signer.pub"
+    assert stat.S_IMODE(private_path.stat().st_mode) == 0o600
+    private = keys.load_private_key(private_path)
+    public = keys.load_public_key(public_path)
+    assert keys.raw_public_bytes(private.public_key()) == keys.raw_public_bytes(public)
+    assert kid == hashlib.sha256(keys.raw_public_bytes(public)).hexdigest()
+
+
+def test_keyid_is_sha256_of_raw_public_key():
+    # RFC 8032 TEST 1 public key; its sha256 computed independently with sha256sum.
+    seed = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+    public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
+    raw = bytes.fromhex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+    assert keys.keyid(public) == hashlib.sha256(raw).hexdigest()
+
+
+@pytest.mark.parametrize("existing", ["signer.key", "signer.pub"])
+def test_refuses_to_overwrite_either_file(tmp_path, existing):
+    (tmp_path / existing).write_bytes(b"keep me")
+    with pytest.raises(UsageError, match="refusing to overwrite"):
+        keys.write_keypair(tmp_path / "signer")
+    assert (tmp_path / existing).read_bytes() == b"keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [existing]
+
+
+def test_refuses_a_dangling_symlink_in_the_way(tmp_path):
+    (tmp_path / "signer.key").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UsageError):
+        keys.write_keypair(tmp_path / "signer")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_bad_key_files_are_usage_errors(tmp_path):
+    private_path, public_path, _ = keys.write_keypair(tmp_path / "k")
+    with pytest.raises(UsageError, match="private key"):
+        keys.load_public_key(private_path)
+    with pytest.raises(UsageError):
+        keys.load_private_key(public_path)
+    junk = tmp_path / "junk.pub"
+    junk.write_bytes(b"not a key")
+    with pytest.raises(UsageError):
+        keys.load_public_key(junk)
+    with pytest.raises(UsageError, match="cannot read"):
+        keys.load_public_key(tmp_path / "missing.pub")
+    big = tmp_path / "big.pub"
+    big.write_bytes(b"x" * (keys.MAX_KEY_FILE_BYTES + 1))
+    with pytest.raises(UsageError, match="too large"):
+        keys.load_public_key(big)
+
+
+def test_committed_test_only_keys_are_named_as_such():
+    from pathlib import Path
+
+    key_dir = Path(__file__).resolve().parents[1] / "assets" / "keys"
+    for path in key_dir.glob("*.key"):
+        assert path.name.startswith("test-only-"), path

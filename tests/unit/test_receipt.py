@@ -1,0 +1,86 @@
+"""Receipt schema: package copy == top-level copy, closed stop-reason set, validation."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import receipt
+from harness.errors import MalformedEvidenceError
+from harness.gate import SIDE_FAILURES, STOP_REASONS
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "assets"))
+
+
+def test_top_level_schema_copy_is_byte_identical():
+    package = ROOT / "harness" / "schemas" / "receipt.schema.json"
+    assert (ROOT / "schemas" / "receipt.schema.json").read_bytes() == package.read_bytes()
+
+
+def test_schema_pins_the_gates_closed_sets():
+    defs = receipt.schema()["$defs"]
+    assert defs["stop_reason"]["enum"] == list(STOP_REASONS)
+    assert defs["side_status"]["enum"] == ["ok", *SIDE_FAILURES]
+
+
+def test_schema_is_a_valid_2020_12_schema():
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(receipt.schema())
+
+
+@pytest.fixture(scope="module")
+def statement(tmp_path_factory):
+    import synthetic
+
+    return synthetic.write(tmp_path_factory.mktemp("r") / "b").statement
+
+
+def test_written_statement_validates(statement):
+    receipt.validate(statement)
+    assert statement["_type"] == receipt.STATEMENT_TYPE
+    assert statement["predicateType"] == receipt.PREDICATE_TYPE
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda s: s.update(_type="https://in-toto.io/Statement/v0.1"),
+    lambda s: s.update(predicateType="https://example.com/other"),
+    lambda s: s["predicate"]["verdict"].update(verdict="MAYBE"),
+    lambda s: s["predicate"]["run_stops"].append("not_a_reason"),
+    lambda s: s["predicate"]["rows"][0].update(p=0.5),  # floats must be hex strings
+    lambda s: s["predicate"]["rows"][0].update(extra=1),
+    lambda s: s["subject"][0]["annotations"].update(stored="/etc/passwd"),
+    lambda s: s["subject"][0]["annotations"].update(stored="a/../b"),
+    lambda s: s["subject"][0].update(name=".hidden"),
+    lambda s: s["subject"][0]["digest"].update(sha256="ABC"),
+    lambda s: s["subject"][0]["annotations"].update(codec="gzip"),
+    lambda s: s["subject"][0]["annotations"].update(base="inputs/x"),
+    lambda s: s["predicate"].pop("limits"),
+])
+def test_schema_refuses(statement, mutate):
+    bad = copy.deepcopy(statement)
+    mutate(bad)
+    with pytest.raises(MalformedEvidenceError, match="schema"):
+        receipt.validate(bad)
+
+
+def test_canonical_is_rfc8785():
+    # RFC 8785 sorts keys by UTF-16 code units and writes no whitespace.
+    assert receipt.canonical({"b": 1, "a": [True, None, "\u00e9"]}) == (
+        b'{"a":[true,null,"\xc3\xa9"],"b":1}')
+    with pytest.raises(MalformedEvidenceError):
+        receipt.canonical({"x": float("nan")})
+
+
+def test_harness_digest_is_deterministic_and_covers_package_data():
+    first = receipt.harness_code_digest()
+    assert first == receipt.harness_code_digest()
+    names = [rel for rel, _ in receipt._harness_files(__import__("importlib").resources.files(
+        "harness"))]
+    assert "verify.py" in names and "schemas/receipt.schema.json" in names
+    assert "py.typed" in names and not any("__pycache__" in n for n in names)
+    assert first["files"] == len(names)
