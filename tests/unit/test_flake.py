@@ -450,3 +450,19 @@ def test_gpu_free_invocations_skip_the_driver_search(
 ) -> None:
     done = _finder(tmp_path, f"topp_gate_needs_no_gpu {args}")
     assert (done.returncode == 0) is gpu_free
+
+
+@needs_nix
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+@pytest.mark.parametrize("app", ["gate", "probe", "verify"])
+def test_wrapper_scripts_pass_shellcheck(app: str, tmp_path: Path) -> None:
+    """nixpkgs' writeShellApplication runs shellcheck at build time; fail here first."""
+    text = _eval(f"out.packages.x86_64-linux.{app}.stubAttrs.text")
+    assert isinstance(text, str)
+    script = tmp_path / f"{app}.sh"
+    # the preamble writeShellApplication puts before the text
+    script.write_text(
+        "#!/usr/bin/env bash\nset -o errexit\nset -o nounset\nset -o pipefail\n\n" + text
+    )
+    done = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
