@@ -1,0 +1,680 @@
+"""The seed's breakage probes, run for real against the real code; each must FAIL CLOSED.
+
+A probe breaks one thing on purpose (a tampered bundle, a bad input, a limit exceeded, a
+drifted source) and drives the real module that must refuse it: the oracle, the judge and
+gate, the manifest loader, the kernel runner, the bundle writer, the sources checker or the
+offline verifier. It declares in advance the error code (or gate stop reason) that refusal
+must carry; it passes only when exactly that code is observed. Anything else (no error, a
+different code, an unexpected exception) is a failed probe.
+
+Bundles are tiny, written in a temporary directory by the real writer, signed with a
+throwaway Ed25519 key that is never stored. Captured inputs are drawn from
+``random.Random`` (no torch): the verifier never regenerates inputs from seeds.
+
+Groups (the seed's "Breakage probes"): ``unreadable`` state, ``boundary`` input,
+``bounds``, ``drift``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import shutil
+import struct
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import HarnessError
+from .f32 import encode, runtime_p, to_float32
+
+NEG = -math.inf
+FLOAT32_MAX = struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0]
+
+
+class ProbeSkipped(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """The probe cannot run here; the message says what it needs."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    group: str
+    expected: str  # the error code or gate stop reason that refusal must carry
+    what: str  # one line: what is broken
+    run: Callable[[Path], str]  # returns the observed code; errors are caught by run_probe
+
+
+@dataclass(frozen=True)
+class Outcome:
+    probe: Probe
+    observed: str
+    status: str  # "ok", "FAILED" or "skipped"
+    detail: str = ""
+
+    @property
+    def failed_closed(self) -> bool:
+        return self.status == "ok"
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _stops(results: list[dict[str, Any]]) -> str:
+    """The observed code of a judged set: its verdict's stop reasons, or ``accepted``."""
+    from .gate import verdict
+
+    v = verdict(results)
+    return ",".join(v["reasons"]) if v["verdict"] == "STOP" else "accepted"
+
+
+def _rng(seed: int) -> random.Random:
+    """Reproducible probe data (not security-relevant)."""
+    return random.Random(seed)  # noqa: S311
+
+
+def _row(rnd: random.Random, vocab: int) -> list[float]:
+    return [to_float32(rnd.gauss(0.0, 1.0)) for _ in range(vocab)]
+
+
+def _masked(row: list[float], kept: set[int]) -> list[float]:
+    return [v if i in kept else NEG for i, v in enumerate(row)]
+
+
+def _judge_one(row: list[float], p32: float, stock: list[float] | bytes | str,
+               patched: list[float] | bytes | str, *, kind: str = "ordinary",
+               forced_id: int | None = None, logits: bytes | None = None) -> str:
+    from .judge import CaseBytes, RowSpec, judge_cases
+
+    def side(value: list[float] | bytes | str) -> bytes | str:
+        return encode(value) if isinstance(value, list) else value
+
+    case = CaseBytes("probe", len(row), [RowSpec(kind, forced_id)],
+                     encode(row) if logits is None else logits, encode([p32]),
+                     side(stock), side(patched), split_path=True)
+    return _stops(judge_cases([case]))
+
+
+def _oracle_kept(row: list[float], p32: float) -> list[int]:
+    from .oracle import Certified, reference
+
+    outcome = reference(row, p32)
+    if not isinstance(outcome, Certified):
+        raise AssertionError("precondition: the oracle did not certify the probe row")
+    return list(outcome.kept)
+
+
+# --- a tiny bundle -------------------------------------------------------------------------------
+
+
+def probe_manifest(*, vocab: int = 48, max_vocab: int = 4096, batch: int = 3,
+                   max_bundle_bytes: int = 4_000_000) -> dict[str, Any]:
+    """A small manifest (pins from the package) for probe bundles and limit checks."""
+    from .sources import load_pins
+
+    pins = load_pins()
+    sides = {name: {"version": s.version, "wheel": s.wheel, "wheel_sha256": s.wheel_sha256,
+                    "kernel_sha256": s.kernel_sha256} for name, s in pins.sides.items()}
+    return {
+        "schema": "topp-gate/manifest/v1",
+        "name": "breakage-probe",
+        "description": "PROBE FIXTURE: a tiny matrix for topp-gate probe; never evidence.",
+        "sources": {"sides": sides, "patch_sha256": pins.patch_sha256},
+        "backend": {"required": "interpreter", "split_path_required": True,
+                    "interpreter_sm_count": 132},
+        "limits": {"max_vocab": max_vocab, "max_batch": 64, "child_timeout_s": 60,
+                   "run_timeout_s": 600, "max_bundle_bytes": max_bundle_bytes},
+        "cases": [
+            {"id": "forced-v32", "kind": "forced", "vocab": 32, "background_seed": 0,
+             "grid": {"value": ["1e30"], "p": ["0.9"], "forced_id": [0, 17]}},
+            {"id": "ordinary-s1-b3", "kind": "ordinary", "seed": 1, "batch": batch,
+             "vocab": vocab},
+        ],
+    }
+
+
+def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2) + "\n").encode()
+
+
+def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
+    """A complete BundleContent: patched keeps the oracle set; stock masks forced rows."""
+    from .bundle import BundleContent
+    from .cases_index import render_cases_index
+    from .gate import verdict
+    from .judge import CaseBytes, RowSpec, judge_cases
+    from .manifest import expected_layout, parse_manifest
+
+    manifest = manifest or probe_manifest()
+    raw = _manifest_bytes(manifest)
+    layout = expected_layout(parse_manifest(raw, source="probe manifest"))
+    rnd = _rng(20251129)
+    inputs: dict[str, bytes] = {}
+    outputs: dict[str, dict[str, bytes | str]] = {"stock": {}, "patched": {}}
+    judged = []
+    for case in layout:
+        rows, ps, stock, patched = [], [], [], []
+        background = _row(rnd, case.vocab)
+        for spec in case.rows:
+            if spec.judge == "forced":
+                row = list(background)
+                assert spec.forced_id is not None
+                row[spec.forced_id] = to_float32(1e30)
+                p32 = runtime_p("0.9")
+            else:
+                row, p32 = _row(rnd, case.vocab), to_float32(rnd.uniform(0.1, 0.95))
+            kept = set(_oracle_kept(row, p32))
+            rows += row
+            ps.append(p32)
+            patched += _masked(row, kept)
+            stock += [NEG] * len(row) if spec.judge == "forced" else _masked(row, kept)
+        inputs[case.logits_path], inputs[case.p_path] = encode(rows), encode(ps)
+        outputs["stock"][case.id], outputs["patched"][case.id] = encode(stock), encode(patched)
+        judged.append(CaseBytes(case.id, case.vocab,
+                                [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
+                                encode(rows), encode(ps), encode(stock), encode(patched), True))
+    results = judge_cases(judged)
+    evidence = {side: (json.dumps({"probe": True, "side": side, "backend": "interpreter",
+                                   "interpreter": True, "split": {"proven": True}}, indent=2)
+                       + "\n").encode() for side in ("stock", "patched")}
+    return BundleContent(
+        manifest=raw, cases=render_cases_index(layout), case_ids=[c.id for c in layout],
+        inputs=inputs, outputs=outputs, evidence=evidence,
+        split_path={c.id: True for c in layout}, rows=results, run_stops=[],
+        verdict=verdict(results), sources=dict(manifest["sources"]),
+        patch_sha256=manifest["sources"]["patch_sha256"], environment={"probe": True},
+        limits=dict(manifest["limits"]))
+
+
+@dataclass
+class _Fixture:
+    good: Path
+    key: Any  # Ed25519PrivateKey (throwaway, never stored)
+
+
+def _verify_copy(fx: _Fixture, work: Path, name: str, mutate: Callable[[Path], None]) -> str:
+    """Copy the good bundle, apply one defect, run the real verifier; return its code."""
+    from .verify import verify_bundle
+
+    copy = work / name
+    shutil.copytree(fx.good, copy)
+    mutate(copy)
+    try:
+        verify_bundle(copy, fx.key.public_key(), workers=1)
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+def _edit_json(rel: str, change: Callable[[Any], None]) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        value = json.loads((root / rel).read_bytes())
+        change(value)
+        (root / rel).write_bytes((json.dumps(value, indent=2) + "\n").encode())
+    return run
+
+
+def _flip(rel: str) -> Callable[[Path], None]:
+    def run(root: Path) -> None:
+        data = bytearray((root / rel).read_bytes())
+        data[len(data) // 2] ^= 0x01
+        (root / rel).write_bytes(bytes(data))
+    return run
+
+
+def _resign(change: Callable[[dict[str, Any]], None], key: Any) -> Callable[[Path], None]:
+    """Change the signed statement and sign it again with the same key (an insider edit)."""
+    from . import dsse, receipt
+
+    def run(root: Path) -> None:
+        statement = json.loads((root / "receipt.json").read_bytes())
+        change(statement)
+        payload = receipt.canonical(statement)
+        (root / "receipt.json").write_bytes(payload)
+        (root / "receipt.dsse.json").write_bytes(dsse.envelope_bytes(dsse.sign(payload, key)))
+    return run
+
+
+# --- probes: unreadable state --------------------------------------------------------------------
+
+_work_fixture: dict[Path, _Fixture] = {}
+
+
+def _fx(work: Path) -> _Fixture:
+    fx = _work_fixture.get(work)
+    if fx is None:
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        from .bundle import write_bundle
+
+        key = Ed25519PrivateKey.generate()
+        write_bundle(work / "good", bundle_content(), key)
+        fx = _work_fixture[work] = _Fixture(work / "good", key)
+    return fx
+
+
+_STOCK_OUT = "outputs/stock/forced-v32.out.f32.mask.xz"
+_PATCHED_OUT = "outputs/patched/forced-v32.out.f32.mask.xz"
+_LOGITS = "inputs/ordinary-s1-b3.logits.f32.xz"
+
+
+def _ordinary_fixture() -> tuple[list[float], float, list[float]]:
+    rnd = _rng(7)
+    row, p32 = _row(rnd, 64), runtime_p("0.9")
+    return row, p32, _masked(row, set(_oracle_kept(row, p32)))
+
+
+def _p_missing_stock(work: Path) -> str:
+    return _verify_copy(_fx(work), work, "missing-stock",
+                        lambda root: (root / _STOCK_OUT).unlink())
+
+
+def _p_unparsable_patched(work: Path) -> str:
+    row, p32, good = _ordinary_fixture()
+    return _judge_one(row, p32, good, encode(good)[:-3])  # not whole float32 values
+
+
+def _p_missing_output_status(work: Path) -> str:
+    row, p32, good = _ordinary_fixture()
+    return _judge_one(row, p32, "unreadable_output", good)
+
+
+def _p_unparsable_bundle_output(work: Path) -> str:
+    return _verify_copy(_fx(work), work, "garbled-patched", _flip(_PATCHED_OUT))
+
+
+def _p_mismatched_input_hash(work: Path) -> str:
+    return _verify_copy(_fx(work), work, "changed-input", _flip(_LOGITS))
+
+
+def _p_child_read_other_bytes(work: Path) -> str:
+    row, p32, good = _ordinary_fixture()
+    return _judge_one(row, p32, good, "input_mismatch")
+
+
+def _p_absent_logits_bundle(work: Path) -> str:
+    return _verify_copy(_fx(work), work, "no-logits", lambda root: (root / _LOGITS).unlink())
+
+
+def _p_absent_logits_judge(work: Path) -> str:
+    row, p32, good = _ordinary_fixture()
+    try:
+        return _judge_one(row, p32, good, good, logits=b"")
+    except HarnessError as err:
+        return err.code
+
+
+# --- probes: boundary input ----------------------------------------------------------------------
+
+
+def _p_exact_ties(work: Path) -> str:
+    """Ties canonicalize by id: keeping a later tied id before an earlier one stops."""
+    row = [to_float32(-20.0)] * 64
+    for i in (3, 9, 20, 41):
+        row[i] = 1.0
+    p32 = runtime_p("0.4")
+    kept = _oracle_kept(row, p32)
+    if kept != [3, 9]:
+        raise AssertionError(f"precondition: oracle kept {kept}, expected tied ids [3, 9]")
+    wrong = _masked(row, {3, 9, 41})  # holds the oracle set, but id 41 before tied id 20
+    return _judge_one(row, p32, _masked(row, {3, 9, 20}), wrong)
+
+
+def _p_adjacent_logits(work: Path) -> str:
+    """Adjacent float32 logits stay distinct: the oracle keeps only the higher of two
+    neighbours; a side keeping the lower one instead is refused."""
+    from .oracle import canonical_order
+
+    row = _row(_rng(11), 64)
+    hi = to_float32(5.0)
+    lo = struct.unpack("<f", struct.pack("<I", struct.unpack("<I", struct.pack("<f", hi))[0]
+                                         - 1))[0]
+    row[10], row[50] = lo, hi
+    p32 = runtime_p("0.1")
+    if canonical_order(row)[:2] != [50, 10] or _oracle_kept(row, p32) != [50]:
+        raise AssertionError("precondition: oracle does not order 5.0 before its neighbour "
+                             "and keep only it")
+    third = canonical_order(row)[2]
+    return _judge_one(row, p32, _masked(row, {50, 10, third}), _masked(row, {10}))
+
+
+def _p_huge_logits(work: Path) -> str:
+    """1e30 and FLT_MAX are finite: the oracle certifies one token; masking it all stops."""
+    rnd = _rng(12)
+    row = _row(rnd, 64)
+    row[5], row[6] = to_float32(1e30), FLOAT32_MAX
+    p32 = runtime_p("0.5")
+    kept = _oracle_kept(row, p32)
+    if kept != [6]:
+        raise AssertionError(f"precondition: oracle kept {kept}, expected [6] (FLT_MAX)")
+    return _judge_one(row, p32, _masked(row, {6}), [NEG] * 64)
+
+
+def _p_float32_p(work: Path) -> str:
+    """p is judged only after float32 conversion: an output right for the decimal p but
+    not for float32(p) is the worse one. 4096 equal logits: decimal 0.6999512 needs 2868 tokens,
+    float32(0.6999512) is exactly 2867/4096 and needs 2867."""
+    row = [0.0] * 4096
+    p32 = runtime_p("0.6999512")
+    if p32 != 2867 / 4096 or 0.6999512 * 4096 <= 2867:
+        raise AssertionError("precondition: float32(0.6999512) is not exactly 2867/4096")
+    if len(_oracle_kept(row, p32)) != 2867:
+        raise AssertionError("precondition: the oracle did not keep 2867 tokens")
+    decimal_kept = _masked(row, set(range(2868)))  # what a binary64 p would keep
+    float32_kept = _masked(row, set(range(2867)))
+    # stock follows float32(p); patched follows the decimal p: one token further from the
+    # oracle than stock, so the row stops
+    return _judge_one(row, p32, float32_kept, decimal_kept)
+
+
+def _p_p_rounds_to_one(work: Path) -> str:
+    try:
+        runtime_p("0.99999999")  # below 1 in decimal, exactly 1.0 in float32
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+def _p_nonfinite_logits(work: Path) -> str:
+    rnd = _rng(13)
+    row = _row(rnd, 64)
+    row[30] = math.inf
+    try:
+        return _judge_one(row, runtime_p("0.9"), row, row)
+    except HarnessError as err:
+        return err.code
+
+
+def _p_nan_logits(work: Path) -> str:
+    from .oracle import reference
+
+    row = _row(_rng(14), 64)
+    row[2] = math.nan
+    try:
+        reference(row, runtime_p("0.9"))
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+# --- probes: bounds ------------------------------------------------------------------------------
+
+
+def _p_matrix_over_vocab(work: Path) -> str:
+    from .manifest import parse_manifest
+
+    try:
+        parse_manifest(_manifest_bytes(probe_manifest(vocab=4097)), source="probe")
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+def _p_matrix_over_batch(work: Path) -> str:
+    from .manifest import parse_manifest
+
+    try:
+        parse_manifest(_manifest_bytes(probe_manifest(batch=65)), source="probe")
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+def _p_child_timeout(work: Path) -> str:
+    """The real runner with a 0 s limit: any child is past it, so it must be killed and
+    recorded as ``timeout``; the gate then stops on every row of that side."""
+    try:
+        from .kernels.runner import run_side
+        from .sources import load_pins
+    except ImportError as err:  # pragma: no cover - the runner ships with the package
+        raise ProbeSkipped(f"needs harness.kernels.runner ({err})") from err
+    cases = work / "timeout-cases.json"
+    cases.write_text('{"schema": "topp-gate/cases/v1", "cases": []}\n', encoding="utf-8")
+    tree = work / "timeout-tree"
+    tree.mkdir()
+    result = run_side(load_pins().side("stock"), tree, "interpreter", 132, cases,
+                      work / "timeout-out", 0.0)
+    if result.status != "timeout":
+        return result.status
+    row, p32, good = _ordinary_fixture()
+    return _judge_one(row, p32, result.status, good)
+
+
+def _p_bundle_over_cap(work: Path) -> str:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from .bundle import write_bundle
+
+    dest = work / "over-cap"
+    try:
+        write_bundle(dest, bundle_content(), Ed25519PrivateKey.generate(), max_bytes=1024)
+    except HarnessError as err:
+        leftovers = [p.name for p in work.iterdir() if p.name.startswith(".over-cap")]
+        if dest.exists() or leftovers:
+            return f"{err.code} but left {dest.name if dest.exists() else leftovers[0]}"
+        return err.code
+    return "accepted"
+
+
+def _p_bundle_cap_verifier(work: Path) -> str:
+    """A bundle whose artifacts exceed its manifest's cap is refused by the verifier too
+    (the bundle is signed by an honest-looking key; the cap comes from its own manifest)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from .bundle import write_bundle
+    from .verify import verify_bundle
+
+    manifest = probe_manifest(max_bundle_bytes=1024)
+    key = Ed25519PrivateKey.generate()
+    dest = work / "cap-in-manifest"
+    write_bundle(dest, bundle_content(manifest), key, max_bytes=None)
+    try:
+        verify_bundle(dest, key.public_key(), workers=1)
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+# --- probes: drift -------------------------------------------------------------------------------
+
+
+def _p_source_file_changed(work: Path) -> str:
+    """A pinned source file whose bytes changed: the real tree check refuses it. Uses the
+    cached stock tree when present, else a one-file tree pinned the same way."""
+    from .sources import cache_root, load_pins, sha256_bytes, verify_tree
+
+    stock = load_pins().side("stock")
+    cached = cache_root() / "trees" / stock.digest
+    tree = work / "drift-tree"
+    if cached.is_dir():
+        shutil.copytree(cached, tree)
+        side = stock
+    else:
+        kernel = b"# stand-in for the pinned kernel file\n"
+        side = dataclasses.replace(stock, kernel_sha256=sha256_bytes(kernel),
+                                   files={stock.kernel_path: sha256_bytes(kernel)})
+        (tree / stock.kernel_path).parent.mkdir(parents=True)
+        (tree / stock.kernel_path).write_bytes(kernel)
+    verify_tree(side, tree)  # precondition: the untouched tree verifies
+    with open(tree / side.kernel_path, "ab") as handle:
+        handle.write(b"# drift\n")
+    try:
+        verify_tree(side, tree)
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+def _p_patch_changed(work: Path) -> str:
+    def change(m: Any) -> None:
+        m["sources"]["patch_sha256"] = "0" * 64
+    return _verify_copy(_fx(work), work, "patch-changed", _edit_json("manifest.json", change))
+
+
+def _p_patch_hash_resigned(work: Path) -> str:
+    """The receipt's patch hash no longer matches the manifest's pinned patch, and the
+    statement is signed again by the same key: the verifier must still see the mismatch."""
+    fx = _fx(work)
+
+    def change(statement: dict[str, Any]) -> None:
+        statement["predicate"]["hashes"]["patch"] = "0" * 64
+    return _verify_copy(fx, work, "patch-resigned", _resign(change, fx.key))
+
+
+def _p_manifest_changed(work: Path) -> str:
+    def change(m: Any) -> None:
+        m["cases"][1]["seed"] = 2
+    return _verify_copy(_fx(work), work, "manifest-changed", _edit_json("manifest.json", change))
+
+
+def _p_frozen_manifest(work: Path) -> str:
+    from .verify import verify_bundle
+
+    fx = _fx(work)
+    frozen = work / "other.json.sha256"
+    frozen.write_text("1" * 64 + "  other.json\n", encoding="utf-8")
+    try:
+        verify_bundle(fx.good, fx.key.public_key(), frozen_manifest=frozen, workers=1)
+    except HarnessError as err:
+        return err.code
+    return "accepted"
+
+
+def _p_configuration_changed(work: Path) -> str:
+    def change(m: Any) -> None:
+        m["backend"]["required"] = "cuda"
+    return _verify_copy(_fx(work), work, "backend-changed", _edit_json("manifest.json", change))
+
+
+def _p_dispatch_changed(work: Path) -> str:
+    def change(ev: Any) -> None:
+        ev["split"]["proven"] = False
+    return _verify_copy(_fx(work), work, "dispatch-changed",
+                        _edit_json("outputs/patched/evidence.json", change))
+
+
+def _p_split_flag_resigned(work: Path) -> str:
+    """The receipt says the split path was not taken, re-signed by the same key: the
+    manifest requires it, so the comparison is invalid."""
+    fx = _fx(work)
+
+    def change(statement: dict[str, Any]) -> None:
+        for case in statement["predicate"]["cases"]:
+            case["split_path"] = False
+    return _verify_copy(fx, work, "split-flag-resigned", _resign(change, fx.key))
+
+
+def _p_swapped_sides(work: Path) -> str:
+    def swap(root: Path) -> None:
+        a, b = root / _STOCK_OUT, root / _PATCHED_OUT
+        da, db = a.read_bytes(), b.read_bytes()
+        a.write_bytes(db)
+        b.write_bytes(da)
+    return _verify_copy(_fx(work), work, "swapped-sides", swap)
+
+
+# --- the catalogue -------------------------------------------------------------------------------
+
+PROBES: tuple[Probe, ...] = (
+    Probe("missing-stock-output", "unreadable", "malformed_evidence",
+          "bundle without its stock output file (verifier)", _p_missing_stock),
+    Probe("unreadable-stock-output", "unreadable", "unreadable_output",
+          "runner recorded the stock output as unreadable (judge)", _p_missing_output_status),
+    Probe("unparsable-patched-output", "unreadable", "unreadable_output",
+          "patched output is not whole float32 values (judge)", _p_unparsable_patched),
+    Probe("garbled-patched-output", "unreadable", "binding_mismatch",
+          "a byte of the stored patched output flipped (verifier)",
+          _p_unparsable_bundle_output),
+    Probe("mismatched-input-hash", "unreadable", "binding_mismatch",
+          "captured logits changed after signing (verifier)", _p_mismatched_input_hash),
+    Probe("child-read-other-input", "unreadable", "input_mismatch",
+          "a child hashed different input bytes than captured (judge)",
+          _p_child_read_other_bytes),
+    Probe("absent-logits-bundle", "unreadable", "malformed_evidence",
+          "bundle without its captured logits (verifier)", _p_absent_logits_bundle),
+    Probe("absent-logits-judge", "unreadable", "bad_shape",
+          "a case with no logits bytes (judge)", _p_absent_logits_judge),
+    Probe("exact-ties", "boundary", "noncanonical_tie",
+          "patched keeps tied id 41 but not the earlier tied id 20", _p_exact_ties),
+    Probe("adjacent-float32", "boundary", "missing_oracle_token,non_prefix",
+          "patched keeps the lower of two adjacent float32 logits instead of the higher",
+          _p_adjacent_logits),
+    Probe("huge-finite-logits", "boundary", "missing_oracle_token,symdiff_regression,under_keep",
+          "1e30 and FLT_MAX in one row; patched masks the whole row", _p_huge_logits),
+    Probe("p-after-float32", "boundary", "symdiff_regression",
+          "patched follows decimal p 0.6999512, stock float32(p): judged by float32(p)",
+          _p_float32_p),
+    Probe("p-rounds-to-one", "boundary", "invalid_p",
+          "decimal p 0.99999999 is 1.0 in float32", _p_p_rounds_to_one),
+    Probe("infinite-ordinary-logit", "boundary", "non_finite_logit",
+          "an ordinary row holds +inf (judge)", _p_nonfinite_logits),
+    Probe("nan-ordinary-logit", "boundary", "non_finite_logit",
+          "an ordinary row holds NaN (oracle)", _p_nan_logits),
+    Probe("matrix-over-vocab", "bounds", "over_limit",
+          "a case's vocabulary over the manifest's max_vocab", _p_matrix_over_vocab),
+    Probe("matrix-over-batch", "bounds", "over_limit",
+          "a case's batch over 64 (the split path's ceiling)", _p_matrix_over_batch),
+    Probe("child-timeout", "bounds", "timeout",
+          "a kernel child still running at its limit (runner, then judge)", _p_child_timeout),
+    Probe("bundle-over-cap", "bounds", "over_limit",
+          "a bundle larger than its cap (writer; nothing left behind)", _p_bundle_over_cap),
+    Probe("bundle-over-manifest-cap", "bounds", "malformed_evidence",
+          "signed bundle larger than its own manifest's cap (verifier)",
+          _p_bundle_cap_verifier),
+    Probe("source-file-changed", "drift", "evidence_drift",
+          "a pinned vLLM source file's bytes changed (sources)", _p_source_file_changed),
+    Probe("patch-changed", "drift", "binding_mismatch",
+          "the manifest's pinned patch hash edited in a bundle (verifier)", _p_patch_changed),
+    Probe("patch-hash-resigned", "drift", "binding_mismatch",
+          "receipt patch hash differs from the manifest's, re-signed (verifier)",
+          _p_patch_hash_resigned),
+    Probe("manifest-changed", "drift", "binding_mismatch",
+          "a case seed edited in a bundle's manifest (verifier)", _p_manifest_changed),
+    Probe("manifest-not-frozen-one", "drift", "binding_mismatch",
+          "bundle manifest differs from the frozen hash given (verifier)", _p_frozen_manifest),
+    Probe("configuration-changed", "drift", "binding_mismatch",
+          "the bundle's backend configuration edited (verifier)", _p_configuration_changed),
+    Probe("dispatch-path-changed", "drift", "binding_mismatch",
+          "patched kernel-path evidence edited (verifier)", _p_dispatch_changed),
+    Probe("split-path-flag-resigned", "drift", "binding_mismatch",
+          "receipt says the split path was not taken, re-signed (verifier)",
+          _p_split_flag_resigned),
+    Probe("swapped-sides", "drift", "binding_mismatch",
+          "stock and patched outputs swapped (verifier)", _p_swapped_sides),
+)
+
+
+def run_probe(probe: Probe, work: Path) -> Outcome:
+    """Run one probe; any exception other than the declared refusal is a failed probe."""
+    try:
+        observed = probe.run(work)
+    except ProbeSkipped as err:
+        return Outcome(probe, "-", "skipped", f"skipped: {err}")
+    except HarnessError as err:
+        observed = err.code
+    except Exception as err:  # the probe itself broke: never counted as failing closed
+        return Outcome(probe, f"unexpected {type(err).__name__}", "FAILED",
+                       " ".join(str(err).split())[:200])
+    return Outcome(probe, observed, "ok" if observed == probe.expected else "FAILED")
+
+
+def run_all(names: list[str] | None = None,
+            progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run the probes (all, or those named) in a fresh temporary directory."""
+    chosen = [p for p in PROBES if names is None or p.name in names]
+    outcomes = []
+    with tempfile.TemporaryDirectory(prefix="topp-gate-probe-") as tmp:
+        work = Path(tmp)
+        try:
+            for probe in chosen:
+                outcome = run_probe(probe, work)
+                outcomes.append(outcome)
+                if progress:
+                    progress(outcome)
+        finally:
+            _work_fixture.pop(work, None)
+    return outcomes

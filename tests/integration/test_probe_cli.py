@@ -1,0 +1,52 @@
+"""``topp-gate probe`` in-process: every breakage probe runs for real and fails closed."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.cli import main
+from harness.probes import PROBES
+
+
+def _lines(out: str) -> dict[str, str]:
+    lines = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in {p.name for p in PROBES}:
+            lines[parts[1]] = line
+    return lines
+
+
+def test_every_probe_fails_closed(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["probe"])
+    out = capsys.readouterr().out
+    lines = _lines(out)
+    assert set(lines) == {p.name for p in PROBES}
+    groups = {p.group for p in PROBES}
+    assert groups == {"unreadable", "boundary", "bounds", "drift"}
+    not_closed = [line for line in lines.values() if not line.endswith("  ok")]
+    assert not not_closed, "\n".join(not_closed)
+    for probe in PROBES:
+        assert f"expect {probe.expected}  observed {probe.expected}  ok" in lines[probe.name]
+    assert code == 0
+    assert out.splitlines()[-1].startswith(f"{len(PROBES)} of {len(PROBES)} probes failed closed")
+
+
+def test_a_probe_that_does_not_fail_closed_exits_1(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import dataclasses
+
+    import harness.probes as probes
+
+    accepting = dataclasses.replace(probes.PROBES[0], name="always-accepts",
+                                    run=lambda work: "accepted")
+    monkeypatch.setattr(probes, "PROBES", (*probes.PROBES, accepting))
+    assert main(["probe", "--only", "always-accepts", "exact-ties"]) == 1
+    out = capsys.readouterr().out
+    assert "observed accepted  FAILED" in _lines(out).get("always-accepts", out)
+    assert _lines(out)["exact-ties"].endswith("  ok")
+
+
+def test_unknown_probe_name_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--only", "no-such-probe"]) == 2
+    assert "unknown probe 'no-such-probe'" in capsys.readouterr().err
