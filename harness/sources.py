@@ -372,7 +372,8 @@ def verify_tree(side: Side, tree: Path) -> Path:
     missing = sorted(set(side.files) - set(found))
     if extra or missing:
         what = f"extra file {extra[0]}" if extra else f"missing file {missing[0]}"
-        raise EvidenceDriftError(f"{side.name} tree {tree}: {what}", side.digest, "a different tree")
+        raise EvidenceDriftError(f"{side.name} tree {tree}: {what}", side.digest,
+                                 "a different tree")
     for rel in found:
         path = tree / rel
         if path.is_symlink() or not path.is_file():

@@ -1,0 +1,175 @@
+"""Kernel runner (parent side): one child process per side, a timeout, crash capture.
+
+:func:`run_side` starts ``python -m harness.kernels.child`` in its own process group with
+the environment its backend needs, waits at most ``timeout_s`` seconds, kills the whole
+group on a hang, and reads back what the child wrote. The result's status is ``ok`` only
+when the child exited 0, its evidence says ``ok``, names this side's kernel hash, covers
+every case of the index and every output file has the recorded size and sha256. A hang is
+``timeout``; anything else is ``kernel_crash``. Neither is ever a pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import KernelRunError
+from ..sources import Side
+from .child import FAULT_ENV
+
+BACKENDS = ("cuda", "interpreter")
+DEFAULT_NUM_SM = 132  # the H200's SM count; the interpreter's split count depends on it
+Status = Literal["ok", "timeout", "kernel_crash"]
+_TAIL = 4000
+
+
+@dataclass(frozen=True)
+class SideResult:
+    side: str
+    backend: str
+    status: Status
+    reason: str  # one line; empty when ok
+    returncode: int | None
+    evidence: dict[str, Any] | None
+    stderr_tail: str
+    out_dir: Path
+    injected_fault: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _child_env(backend: str, fault: str | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop(FAULT_ENV, None)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    )
+    if backend == "interpreter":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    if fault is not None:
+        env[FAULT_ENV] = fault
+    return env
+
+
+def _sha_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
+                   evidence: dict[str, Any] | None) -> str:
+    """Why the child's results are unusable, or '' when they are complete and consistent."""
+    if evidence is None:
+        return "the child wrote no readable evidence.json"
+    if evidence.get("status") != "ok":
+        return str(evidence.get("error") or f"child status {evidence.get('status')!r}")
+    if evidence.get("kernel_sha256") != side.kernel_sha256:
+        return (f"child imported kernel {evidence.get('kernel_sha256')}, "
+                f"pinned {side.kernel_sha256}")
+    index = json.loads(cases_json.read_text(encoding="utf-8"))
+    records = evidence.get("cases", [])
+    if [c["id"] for c in index["cases"]] != [r.get("id") for r in records]:
+        return "evidence does not cover the cases of the index in order"
+    for case, record in zip(index["cases"], records, strict=True):
+        path = out_dir / f"{case['id']}.out.f32"
+        if not path.is_file() or path.stat().st_size != 4 * case["batch"] * case["vocab"]:
+            return f"case {case['id']}: output file missing or of the wrong size"
+        if _sha_file(path) != record.get("output_sha256"):
+            return f"case {case['id']}: output bytes differ from the recorded sha256"
+    return ""
+
+
+def _tail(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-_TAIL:].decode("utf-8", "replace")
+
+
+def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path,
+             out_dir: Path, timeout_s: float, *, repeats: int = 0,
+             fault: str | None = None) -> SideResult:
+    """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
+
+    ``tree`` must already be verified (``harness.sources.resolve_tree``). ``repeats`` adds
+    timed CUDA calls after the observed one. ``fault`` (``abort`` or ``hang``) is for the
+    test suite only: it is passed to the child in ``TOPP_GATE_TEST_FAULT`` and recorded in
+    the result and in the evidence the child starts with.
+    """
+    if backend not in BACKENDS:
+        raise KernelRunError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+    if fault not in (None, "abort", "hang"):
+        raise KernelRunError(f"unknown test fault {fault!r}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if any(out_dir.iterdir()):
+        raise KernelRunError(f"output directory {out_dir} is not empty")
+    cases_json = cases_json.resolve()
+    request = {
+        "side": side.describe(),
+        "tree": str(tree.resolve()),
+        "backend": backend,
+        "num_sm": int(num_sm),
+        "cases": str(cases_json),
+        "out_dir": str(out_dir.resolve()),
+        "placeholders": list(side.placeholders),
+        "repeats": int(repeats),
+    }
+    with tempfile.TemporaryDirectory(prefix="topp-gate-child-") as scratch:
+        request_path = Path(scratch) / "request.json"
+        request_path.write_text(json.dumps(request, indent=2), encoding="utf-8")
+        stderr_path = Path(scratch) / "stderr.txt"
+        with stderr_path.open("wb") as stderr:
+            try:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "harness.kernels.child", str(request_path)],
+                    cwd=scratch, env=_child_env(backend, fault), stdin=subprocess.DEVNULL,
+                    stdout=stderr, stderr=stderr, start_new_session=True,
+                )
+            except OSError as err:
+                raise KernelRunError(f"cannot start the kernel child: {err}") from None
+            try:
+                returncode: int | None = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                returncode = None
+        tail = _tail(stderr_path)
+    evidence = _read_evidence(out_dir / "evidence.json")
+
+    def result(status: Status, reason: str) -> SideResult:
+        return SideResult(side=side.name, backend=backend, status=status, reason=reason,
+                          returncode=returncode, evidence=evidence, stderr_tail=tail,
+                          out_dir=out_dir, injected_fault=fault)
+
+    if returncode is None:
+        return result("timeout", f"no result within {timeout_s:g} s; process group killed")
+    if returncode != 0:
+        how = (f"killed by signal {-returncode}" if returncode < 0
+               else f"exit status {returncode}")
+        last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
+        return result("kernel_crash", f"child {how}: {last}".strip())
+    problem = _check_outputs(side, cases_json, out_dir, evidence)
+    return result("kernel_crash", problem) if problem else result("ok", "")
+
+
+def _read_evidence(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
