@@ -195,10 +195,12 @@ def bundle_section(bundle: Bundle, bundles_dir: Path) -> list[str]:
     ]
 
 
-def _row_inputs(bundle: Bundle) -> dict[tuple[str, str], tuple[int, str]]:
+def _row_inputs(bundle: Bundle, ids: set[str]) -> dict[tuple[str, str], tuple[int, str]]:
     """(case id, label) -> (row index, sha256 of that row's logits and p bytes)."""
     out: dict[tuple[str, str], tuple[int, str]] = {}
     for case in bundle.cases:
+        if case["id"] not in ids:
+            continue
         vocab = int(case["vocab"])
         logits, p = bundle.artifacts.raw(case["logits"]), bundle.artifacts.raw(case["p"])
         for i, row in enumerate(case["rows"]):
@@ -219,7 +221,8 @@ def _kept(bundle: Bundle, side: str, case_id: str, row: int, vocab: int) -> froz
 
 def compare_section(cuda: Bundle, interp: Bundle) -> list[str]:
     """How CUDA and interpreter outputs compare on rows with identical captured bytes."""
-    a, b = _row_inputs(cuda), _row_inputs(interp)
+    ids = {c["id"] for c in cuda.cases} & {c["id"] for c in interp.cases}
+    a, b = _row_inputs(cuda, ids), _row_inputs(interp, ids)
     vocab = {c["id"]: int(c["vocab"]) for c in cuda.cases}
     shared = sorted(k for k in a.keys() & b.keys() if a[k][1] == b[k][1])
     title = f"### CUDA (`{cuda.name}`) against the interpreter (`{interp.name}`)"
