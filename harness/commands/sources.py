@@ -1,0 +1,111 @@
+"""``topp-gate sources fetch|export|show``: the pinned vLLM sources (wheels and trees)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..errors import EXIT_OK, UsageError
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "sources",
+        help="fetch, export or show the pinned vLLM sources",
+        description="The pinned vLLM wheels (stock and patched) and the kernel's import "
+        "closure extracted from them into content-addressed trees. Every hash is checked "
+        "against harness/data/pins.json; any mismatch is evidence_drift (exit 2).",
+    )
+    parser.add_argument("--cache", type=Path, metavar="DIR",
+                        help="cache directory (default: $TOPP_GATE_CACHE, else "
+                        "$XDG_CACHE_HOME/topp-gate, else ~/.cache/topp-gate)")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    fetch = actions.add_parser("fetch", help="download the pinned wheels (pip, no "
+                               "dependencies), verify them, extract the pinned trees")
+    fetch.add_argument("--side", choices=("stock", "patched", "all"), default="all")
+    fetch.add_argument("--find-links", metavar="DIR",
+                       help="also look for the wheels in DIR (passed to pip)")
+    export = actions.add_parser("export", help="copy the verified trees to DIR, for "
+                                "--sources DIR on a machine with no network")
+    export.add_argument("dir", type=Path, metavar="DIR")
+    export.add_argument("--patch", type=Path, metavar="FILE",
+                        help="export stock plus this patch instead of the pinned patched side")
+    show = actions.add_parser("show", help="the pins and whether each tree is present "
+                              "and verified")
+    show.add_argument("--sources", type=Path, metavar="DIR",
+                      help="check an exported directory instead of the cache")
+    show.add_argument("--patch", type=Path, metavar="FILE",
+                      help="show stock plus this patch as the candidate side")
+    show.add_argument("--json", action="store_true", help="one JSON object")
+    for action in (fetch, export, show):
+        action.set_defaults(handler=run)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import sources
+    from ..errors import EvidenceDriftError, HarnessError
+
+    pins = sources.load_pins()
+    cache = sources.cache_root(args.cache)
+    if args.action == "fetch":
+        names = sources.SIDES if args.side == "all" else (args.side,)
+        for name in names:
+            side = pins.side(name)
+            print(f"{name}: vLLM {side.version}: fetching {side.wheel} (pip shows progress)",
+                  file=sys.stderr, flush=True)
+            wheel = sources.fetch_wheel(side, cache, find_links=args.find_links)
+            tree = sources.extract_tree(side, wheel, cache / "trees")
+            print(f"{name}: vLLM {side.version}: wheel verified, {len(side.files)} files "
+                  f"verified in {tree}")
+        return EXIT_OK
+    if args.action == "export":
+        stock = pins.side("stock")
+        trees = {"stock": sources.resolve_tree(stock, cache=cache)}
+        if args.patch is not None:
+            patched, trees["patched"] = sources.user_candidate(pins, args.patch, cache=cache)
+        else:
+            patched = pins.side("patched")
+            trees["patched"] = sources.resolve_tree(patched, cache=cache)
+        written = sources.export_trees((stock, patched), trees, args.dir)
+        for side, tree in zip((stock, patched), written, strict=True):
+            print(f"{side.name}: vLLM {side.version}: {len(side.files)} files verified in {tree}")
+        return EXIT_OK
+    if args.action == "show":
+        report, drift = [], None
+        sides = [pins.side("stock"), pins.side("patched")]
+        if args.patch is not None:
+            sides[1], _ = sources.user_candidate(pins, args.patch, cache=cache,
+                                                 sources=args.sources)
+        for side in sides:
+            entry = side.describe()
+            try:
+                entry["tree"] = str(sources.resolve_tree(side, cache=cache,
+                                                         sources=args.sources))
+                entry["tree_status"] = "verified"
+            except HarnessError as err:
+                drift = drift or (err if isinstance(err, EvidenceDriftError) else None)
+                entry["tree"] = None
+                entry["tree_status"] = err.code
+                entry["tree_error"] = err.detail
+            report.append(entry)
+        document = {"kernel_path": pins.kernel_path, "patch_sha256": pins.patch_sha256,
+                    "sides": report}
+        if args.json:
+            print(json.dumps(document, indent=2))
+        else:
+            print(f"kernel {pins.kernel_path}; pinned patch sha256 {pins.patch_sha256}")
+            for entry in report:
+                status = entry["tree_status"]
+                if status == "verified":
+                    status = f"verified at {entry['tree']}"
+                print(f"{entry['side']}: vLLM {entry['version']} kernel "
+                      f"{entry['kernel_sha256'][:16]}… tree {entry['tree_sha256'][:16]}… "
+                      f"{status}")
+        if drift is not None:
+            raise drift
+        return EXIT_OK
+    raise UsageError(f"unknown sources action {args.action!r}")
