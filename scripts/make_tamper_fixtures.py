@@ -34,7 +34,7 @@ from harness.keys import load_private_key  # noqa: E402
 
 FORCED_OUT = "outputs/patched/forced-v64.out.f32.mask.xz"
 STOCK_OUT = "outputs/stock/forced-v64.out.f32.mask.xz"
-INPUT = "inputs/forced-v64.logits.f32.xz"
+INPUT = "inputs/forced-v64.logits.f32"  # raw name; stored as .xz or .zz (writer's choice)
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,20 @@ class Fixture:
     doc: str = ""
 
 
+def _stored(root: Path, rel: str) -> str:
+    """The stored path of a raw artifact name (or ``rel`` itself if it is stored as is)."""
+    for subject in json.loads((root / RECEIPT).read_bytes())["subject"]:
+        if subject["name"] == rel:
+            return subject["annotations"]["stored"]
+    return rel
+
+
 def _flip(rel: str, offset: int = -1) -> Callable[[Path], None]:
     def run(root: Path) -> None:
-        data = bytearray((root / rel).read_bytes())
+        rel_stored = _stored(root, rel)
+        data = bytearray((root / rel_stored).read_bytes())
         data[offset if offset >= 0 else len(data) // 2] ^= 0x01
-        (root / rel).write_bytes(bytes(data))
+        (root / rel_stored).write_bytes(bytes(data))
     return run
 
 
@@ -156,7 +165,7 @@ def _size_lie_resign(root: Path) -> None:
     """Declare a raw size smaller than the xz stream expands to (a decompression bomb)."""
     statement = _statement(root)
     for subject in statement["subject"]:
-        if subject["annotations"]["stored"] == INPUT:
+        if subject["name"] == INPUT:
             subject["annotations"]["size"] = 16
     _sign(root, statement)
 

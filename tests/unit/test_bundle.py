@@ -134,8 +134,8 @@ def test_written_bundle_layout_and_digests(tmp_path):
     files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
     assert {"manifest.json", "cases.json", "results/rows.json", "receipt.json",
             "receipt.dsse.json", "report.md", "outputs/stock/evidence.json",
-            "inputs/forced-v64.logits.f32.xz",
             "outputs/patched/forced-v64.out.f32.mask.xz"} <= files
+    assert {"inputs/forced-v64.logits.f32.xz", "inputs/forced-v64.logits.f32.zz"} & files
     assert not any(".partial-" in f for f in os.listdir(tmp_path))
     content = synthetic.content()
     for subject in written.statement["subject"]:
@@ -202,3 +202,50 @@ def test_bundle_root_must_be_a_real_directory(tmp_path):
         bundle.BundleDir(tmp_path / "alias")
     with pytest.raises(MalformedEvidenceError):
         bundle.BundleDir(tmp_path / "nothing")
+
+
+@given(output_and_base())
+@settings(max_examples=100, deadline=None)
+def test_mask_decode_pure_equals_numpy(pair):
+    out, base = pair
+    coded = bundle.mask_encode(out, base)
+    assert bundle.mask_decode(coded, base, fast=False) == bundle.mask_decode(coded, base,
+                                                                             fast=True) == out
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_mask_decode_refuses_bad_codes_on_both_paths(fast):
+    head = bundle._MASK_MAGIC + struct.pack("<Q", 2)
+    for coded in (head + b"\x00\x03", head + b"\x02\x02" + b"\0" * 4,
+                  head + b"\x00\x00" + b"\0" * 4, head + b"\x02\x00" + b"\0" * 3):
+        with pytest.raises(MalformedEvidenceError):
+            bundle.mask_decode(coded, b"\0" * 8, fast=fast)
+
+
+def test_zlib_decompression_is_capped_and_complete():
+    import zlib
+
+    data = bytes(range(256)) * 400
+    packed = zlib.compress(data)
+    assert bundle.zlib_decompress(packed, len(data)) == data
+    with pytest.raises(MalformedEvidenceError, match="expands past"):
+        bundle.zlib_decompress(packed, len(data) - 1)
+    with pytest.raises(MalformedEvidenceError, match="truncated"):
+        bundle.zlib_decompress(packed[:-4], len(data))
+    with pytest.raises(MalformedEvidenceError, match="trailing"):
+        bundle.zlib_decompress(packed + b"x", len(data))
+    with pytest.raises(MalformedEvidenceError, match="corrupt"):
+        bundle.zlib_decompress(b"not zlib", 10)
+
+
+def test_writer_picks_xz_only_where_it_pays(tmp_path):
+    import random
+
+    noisy = random.Random(0).randbytes(64 * 1024)
+    repeated = noisy * 40  # repeats 64 KiB apart: beyond zlib's 32 KiB window
+    stored = {}
+    for name, data in (("noisy", noisy), ("repeated", repeated)):
+        subject = bundle._store(tmp_path, f"inputs/{name}.logits.f32", data, bundle.CODEC_XZ,
+                                None)
+        stored[name] = subject["annotations"]["codec"]
+    assert stored == {"noisy": "zlib", "repeated": "xz"}

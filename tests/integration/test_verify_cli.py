@@ -1,0 +1,72 @@
+"""``topp-gate keygen`` and ``topp-gate verify`` driven in-process through ``main(argv)``."""
+
+from __future__ import annotations
+
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TAMPER = ROOT / "tests" / "assets" / "tamper"
+PUB = str(ROOT / "tests" / "assets" / "keys" / "test-only-signing.pub")
+sys.path.insert(0, str(ROOT / "tests" / "assets"))
+
+
+def test_keygen_writes_a_0600_key_and_refuses_to_overwrite(tmp_path, capsys):
+    prefix = tmp_path / "gate"
+    assert main(["keygen", "--out", str(prefix)]) == 0
+    out = capsys.readouterr().out
+    assert "key id:" in out and "BEGIN" not in out  # the key itself is never printed
+    assert stat.S_IMODE((tmp_path / "gate.key").stat().st_mode) == 0o600
+    assert (tmp_path / "gate.pub").read_bytes().startswith(b"-----BEGIN PUBLIC KEY-----")
+    before = (tmp_path / "gate.key").read_bytes()
+    assert main(["keygen", "--out", str(prefix)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refusing to overwrite" in err
+    assert (tmp_path / "gate.key").read_bytes() == before
+
+
+def test_verify_good_bundle_prints_what_was_verified(capsys):
+    assert main(["verify", str(TAMPER / "good"), "--pubkey", PUB, "--workers", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "key id 9aee0a6518caf58e952a7e10af43dd29795e4e42ba536283eb89080650b99752" in out
+    assert "verdict: PASS" in out and "7 rows of 2 cases" in out
+
+
+@pytest.mark.parametrize("name,code", [
+    ("output_bit_flipped", "binding_mismatch"),
+    ("resigned_other_key", "bad_signature"),
+    ("payload_keys_reordered_resigned", "malformed_evidence"),
+    ("row_result_edited_resigned", "binding_mismatch"),
+])
+def test_verify_tampered_bundle_exits_4_with_one_line(capsys, name, code):
+    assert main(["verify", str(TAMPER / name), "--pubkey", PUB]) == 4
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"topp-gate: {code}: ") and captured.err.count("\n") == 1
+
+
+def test_verify_strict_fails_on_harness_drift(capsys):
+    name = str(TAMPER / "harness_digest_edited_resigned")
+    assert main(["verify", name, "--pubkey", PUB]) == 0
+    assert "DIFFERS" in capsys.readouterr().out
+    assert main(["verify", name, "--pubkey", PUB, "--strict"]) == 4
+    assert "harness_drift" in capsys.readouterr().err
+
+
+def test_missing_bundle_is_a_verification_failure(tmp_path, capsys):
+    assert main(["verify", str(tmp_path / "absent"), "--pubkey", PUB]) == 4
+    assert "malformed_evidence" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert main(["verify", str(TAMPER / "good")]) == 2  # --pubkey is required
+    junk = tmp_path / "junk.pub"
+    junk.write_text("nope")
+    assert main(["verify", str(TAMPER / "good"), "--pubkey", str(junk)]) == 2
+    assert main(["verify", str(TAMPER / "good"), "--pubkey", PUB, "--workers", "0"]) == 2
+    assert all(line.startswith("topp-gate: ") for line in capsys.readouterr().err.splitlines())
