@@ -1,0 +1,72 @@
+"""``topp-gate run``: the predeclared gate, end to end, into one signed bundle."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from ..errors import EXIT_OK, EXIT_STOP
+
+DEFAULT_MANIFEST = Path("evidence/manifests/h200-forced-logit-gate.json")
+DEFAULT_KEY = Path("~/.config/topp-gate/signing.key")
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "run",
+        help="run stock and patched kernels on a frozen manifest; write a signed bundle",
+        description="Run the frozen manifest's cases through the stock and patched vLLM "
+        "split top-p kernels (one child process each, same captured bytes), judge every row "
+        "against the binary64 oracle with the predeclared gate, and write a signed, "
+        "schema-validated bundle to --out. Exit 0 on PASS, 1 on STOP (the bundle is still "
+        "complete and signed), 2 when refused before anything ran.",
+    )
+    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST,
+                        help=f"frozen manifest (default: {DEFAULT_MANIFEST})")
+    parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto",
+                        help="auto (default) takes the manifest's required backend; naming "
+                        "another one is refused")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="bundle folder to create (never overwritten)")
+    parser.add_argument("--key", type=Path, default=None,
+                        help="Ed25519 private key (default: $TOPP_GATE_KEY or "
+                        f"{DEFAULT_KEY}); make one with 'topp-gate keygen'")
+    parser.add_argument("--sources", type=Path, default=None,
+                        help="exported source trees ('topp-gate sources export'), for "
+                        "machines with no network (default: $TOPP_GATE_SOURCES or the cache)")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="wheel and tree cache (default: $TOPP_GATE_CACHE or "
+                        "~/.cache/topp-gate)")
+    parser.add_argument("--patch", type=Path, default=None,
+                        help="gate stock plus this unified diff of the kernel file instead of "
+                        "the pinned patched release (the manifest must freeze its sha256)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="processes judging rows (default: one per CPU, at most 8)")
+    parser.add_argument("--repeats", type=int, default=0,
+                        help="extra timed CUDA calls per case, for timings only (default 0)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..progress import RunProgress
+    from ..run import RunOptions, run_gate
+
+    key = args.key or Path(os.environ.get("TOPP_GATE_KEY") or DEFAULT_KEY).expanduser()
+    sources = args.sources or (Path(os.environ["TOPP_GATE_SOURCES"])
+                               if os.environ.get("TOPP_GATE_SOURCES") else None)
+    options = RunOptions(manifest=args.manifest, out=args.out, key=key, backend=args.backend,
+                         sources=sources, cache=args.cache, patch=args.patch,
+                         workers=args.workers, repeats=args.repeats)
+    with RunProgress() as progress:
+        outcome = run_gate(options, progress=progress.say, row_progress=progress.advance,
+                           on_rows=progress.start_rows)
+    v = outcome.verdict
+    reasons = ", ".join(v["reasons"]) or "none"
+    print(f"{v['verdict']}: {v['rows']} rows judged, {v['rows_stopped']} stopped "
+          f"(reasons: {reasons})")
+    print(f"bundle: {outcome.bundle.path} ({outcome.bundle.stored_bytes} bytes, "
+          f"signed by key {outcome.bundle.keyid[:16]}...)")
+    sys.stdout.flush()
+    return EXIT_OK if v["verdict"] == "PASS" else EXIT_STOP

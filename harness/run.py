@@ -1,0 +1,343 @@
+"""One gate run, end to end, into a signed bundle. Kernel side (needs the ``gpu`` extra).
+
+Data flows one way:
+
+    frozen manifest -> pinned sources checked -> captured input bytes (built once)
+      -> stock child, patched child (same bytes, one process each, timeouts)
+      -> outputs + kernel-path evidence -> judge (oracle + gate) -> verdict
+      -> report -> bundle written to a temporary folder, signed, renamed into place.
+
+Every refusal before the kernels run (not frozen, drifted sources, limits, an existing
+output folder, a missing key) is a typed error and nothing runs. Kernel crashes, hangs,
+unproven split paths and input mismatches are *results*: they become stop reasons in a
+complete, signed bundle. There is no retry inside a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .bundle import BundleContent, WrittenBundle, write_bundle
+from .cases import write_cases
+from .cases_index import check_against_manifest, parse_cases_index
+from .errors import EvidenceDriftError, UsageError
+from .gate import SIDE_FAILURES, verdict
+from .judge import CaseBytes, RowSpec, default_workers, judge_cases
+from .keys import load_private_key
+from .kernels.runner import DEFAULT_NUM_SM, SideResult, run_side
+from .manifest import Manifest, load_manifest
+from .oracle import numpy_available
+from .sources import (
+    Pins,
+    Side,
+    cache_root,
+    fetch_wheel,
+    load_pins,
+    resolve_tree,
+    sha256_bytes,
+    user_candidate,
+    verified_wheel,
+)
+
+SIDES = ("stock", "patched")
+BACKENDS = ("cuda", "interpreter")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    manifest: Path
+    out: Path
+    key: Path
+    backend: str = "auto"
+    sources: Path | None = None
+    cache: Path | None = None
+    patch: Path | None = None
+    workers: int = 0  # 0: one per CPU (at most 8)
+    repeats: int = 0  # extra timed CUDA calls per case (timings only)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    bundle: WrittenBundle
+    verdict: dict[str, Any]
+
+
+def _say(progress: Progress | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+# --- before anything runs -------------------------------------------------------------------
+
+
+def resolve_backend(requested: str, manifest: Manifest) -> str:
+    """The manifest decides the path; asking for another one is a refused drift."""
+    required = str(manifest.backend["required"])
+    if requested not in ("auto", *BACKENDS):
+        raise UsageError(f"unknown backend {requested!r}; use cuda, interpreter or auto")
+    if requested != "auto" and requested != required:
+        raise UsageError(f"manifest {manifest.name} requires backend {required}; "
+                         f"--backend {requested} would change the dispatch path")
+    if required == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError(f"manifest {manifest.name} requires CUDA and torch sees no CUDA "
+                             "device (the smoke manifest runs in Triton's interpreter)")
+    return required
+
+
+def check_pins_match(manifest: Manifest, pins: Pins, patch: Path | None) -> None:
+    """The frozen manifest's sources must be exactly what this harness pins."""
+    declared = manifest.sources
+    for name in SIDES:
+        if patch is not None and name == "patched":
+            continue
+        want = declared["sides"][name]
+        have = pins.side(name)
+        for key in ("version", "wheel", "wheel_sha256", "kernel_sha256"):
+            if str(want[key]) != str(getattr(have, key)):
+                raise EvidenceDriftError(f"{name} {key} (manifest vs pins.json)",
+                                         str(want[key]), str(getattr(have, key)))
+    if patch is None and declared.get("patch_sha256") != pins.patch_sha256:
+        raise EvidenceDriftError("patch sha256 (manifest vs pins.json)",
+                                 str(declared.get("patch_sha256")), pins.patch_sha256)
+
+
+def prepare_sides(manifest: Manifest, options: RunOptions,
+                  progress: Progress | None) -> dict[str, tuple[Side, Path]]:
+    """Verified source trees for both sides; fetches a missing pinned wheel when allowed."""
+    pins = load_pins()
+    check_pins_match(manifest, pins, options.patch)
+    cache = cache_root(options.cache)
+    sides: dict[str, tuple[Side, Path]] = {}
+    for name in SIDES:
+        if name == "patched" and options.patch is not None:
+            continue
+        side = pins.side(name)
+        if options.sources is None and not (cache / "trees" / side.digest).exists() \
+                and verified_wheel(side, cache) is None:
+            _say(progress, f"fetching {side.wheel} (pinned sha256 {side.wheel_sha256[:12]}...)")
+            fetch_wheel(side, cache)
+        sides[name] = (side, resolve_tree(side, cache=cache, sources=options.sources))
+    if options.patch is not None:
+        patch_bytes = _read(options.patch, "patch")
+        declared = manifest.sources
+        if sha256_bytes(patch_bytes) != declared.get("patch_sha256"):
+            raise EvidenceDriftError(f"patch file {options.patch.name} (vs frozen manifest)",
+                                     str(declared.get("patch_sha256")),
+                                     sha256_bytes(patch_bytes))
+        side, tree = user_candidate(pins, options.patch, cache=cache, sources=options.sources)
+        want = declared["sides"]["patched"]["kernel_sha256"]
+        if side.kernel_sha256 != want:
+            raise EvidenceDriftError("patched kernel (stock + patch, vs frozen manifest)",
+                                     want, side.kernel_sha256)
+        sides["patched"] = (side, tree)
+    return sides
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise UsageError(f"cannot read {what} {path}: {err.strerror or err}") from None
+
+
+# --- after the kernels ----------------------------------------------------------------------
+
+
+def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes) -> bytes | str:
+    """A side's output bytes for one case, or the failure status that replaces them."""
+    if not result.ok or result.evidence is None:
+        return "timeout" if result.status == "timeout" else "kernel_crash"
+    record = next((c for c in result.evidence.get("cases", []) if c.get("id") == case_id), None)
+    if record is None:
+        return "unreadable_output"
+    if (record.get("logits_sha256") != sha256_bytes(logits)
+            or record.get("p_sha256") != sha256_bytes(p)):
+        return "input_mismatch"
+    try:
+        data = (result.out_dir / f"{case_id}.out.f32").read_bytes()
+    except OSError:
+        return "unreadable_output"
+    if sha256_bytes(data) != record.get("output_sha256"):
+        return "unreadable_output"
+    return data
+
+
+def _split_proven(result: SideResult, case_id: str) -> bool:
+    for record in (result.evidence or {}).get("cases", []):
+        if record.get("id") == case_id:
+            return bool(record.get("split", {}).get("proven"))
+    return False
+
+
+def _pinned_requirements(tree: Path) -> dict[str, str]:
+    """What a vLLM release pins for torch and triton (its METADATA), for the receipt."""
+    found: dict[str, str] = {}
+    for metadata in sorted(tree.glob("vllm-*.dist-info/METADATA")):
+        for line in metadata.read_text("utf-8", "replace").splitlines():
+            match = re.match(r"Requires-Dist:\s*(torch|triton)\b\s*([^;]*)", line)
+            if match and "extra ==" not in line:
+                found.setdefault(match.group(1), match.group(2).strip() or "(any)")
+    return found
+
+
+def _environment(results: Mapping[str, SideResult],
+                 trees: Mapping[str, Path]) -> dict[str, Any]:
+    running: dict[str, Any] = {}
+    for name, result in results.items():
+        ev = result.evidence or {}
+        running[name] = {k: ev.get(k) for k in ("python", "torch", "triton", "device")}
+    return {
+        "harness_version": __version__,
+        "host_python": platform.python_version(),
+        "host_platform": platform.platform(terse=True),
+        "running": running,
+        "pinned_by_vllm": {name: _pinned_requirements(tree) for name, tree in trees.items()},
+    }
+
+
+# --- the run --------------------------------------------------------------------------------
+
+
+def run_gate(options: RunOptions, *, progress: Progress | None = None,
+             row_progress: Callable[[int], None] | None = None,
+             on_rows: Callable[[int], None] | None = None) -> RunOutcome:
+    started = time.monotonic()
+    manifest = load_manifest(options.manifest)  # refuses anything but the frozen bytes
+    if os.path.lexists(options.out):
+        raise UsageError(f"{options.out} already exists; a run never overwrites a bundle")
+    backend = resolve_backend(options.backend, manifest)
+    key = load_private_key(options.key)
+    limits = dict(manifest.limits)
+    sides = prepare_sides(manifest, options, progress)
+    num_sm = int(manifest.backend.get("interpreter_sm_count", DEFAULT_NUM_SM))
+    deadline = started + float(limits["run_timeout_s"])
+
+    with tempfile.TemporaryDirectory(prefix="topp-gate-run-") as scratch:
+        work = Path(scratch)
+        _say(progress, f"building captured inputs for {len(manifest.cases)} cases")
+        write_cases(manifest, work)
+        cases_raw = (work / "cases.json").read_bytes()
+        layout = parse_cases_index(cases_raw)
+        check_against_manifest(layout, manifest)
+        timings: dict[str, Any] = {"build_cases_s": round(time.monotonic() - started, 3)}
+
+        results: dict[str, SideResult] = {}
+        run_stops: list[str] = []
+        for name in SIDES:
+            side, tree = sides[name]
+            remaining = deadline - time.monotonic()
+            timeout = min(float(limits["child_timeout_s"]), remaining)
+            if timeout <= 0:
+                run_stops.append("run_timeout")
+                timeout = 0.001  # the child is started and killed: recorded as timeout
+            _say(progress, f"{name}: vLLM {side.version} on {backend} "
+                           f"({len(layout)} cases, timeout {timeout:.0f} s)")
+            t0 = time.monotonic()
+            results[name] = run_side(side, tree, backend, num_sm, work / "cases.json",
+                                     work / "out" / name, timeout, repeats=options.repeats)
+            timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
+            if not results[name].ok:
+                _say(progress, f"{name}: {results[name].status}: {results[name].reason}")
+
+        inputs: dict[str, bytes] = {}
+        outputs: dict[str, dict[str, bytes | str]] = {name: {} for name in SIDES}
+        split_path: dict[str, bool] = {}
+        case_bytes: list[CaseBytes] = []
+        for case in layout:
+            logits = (work / case.logits_path).read_bytes()
+            p = (work / case.p_path).read_bytes()
+            inputs[case.logits_path], inputs[case.p_path] = logits, p
+            for name in SIDES:
+                outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
+            split_path[case.id] = all(_split_proven(results[n], case.id) for n in SIDES)
+            if all(isinstance(outputs[n][case.id], bytes) for n in SIDES) \
+                    and not split_path[case.id]:
+                run_stops.append("split_path_not_taken")
+            case_bytes.append(CaseBytes(
+                case.id, case.vocab,
+                [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
+                logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
+                split_path[case.id]))
+        if any(r.evidence and r.evidence.get("cases") and any(
+                not c.get("split", {}).get("proven") for c in r.evidence["cases"])
+               for r in results.values()):
+            run_stops.append("split_path_not_taken")
+
+        total_rows = sum(c.batch for c in case_bytes)
+        if on_rows is not None:
+            on_rows(total_rows)
+        _say(progress, f"judging {total_rows} rows against the binary64 oracle")
+        t0 = time.monotonic()
+        rows = judge_cases(case_bytes, workers=options.workers or default_workers(),
+                           fast=numpy_available(), progress=row_progress)
+        timings["judge_s"] = round(time.monotonic() - t0, 3)
+        if time.monotonic() > deadline:
+            run_stops.append("run_timeout")
+        result = verdict(rows, run_stops)
+
+        evidence = {name: json.dumps(r.evidence or {"status": r.status, "reason": r.reason},
+                                     indent=2, sort_keys=True).encode() + b"\n"
+                    for name, r in results.items()}
+        reports = _reports(manifest, backend, rows, result, results, cases_raw)
+        timings["total_s"] = round(time.monotonic() - started, 3)
+        content = BundleContent(
+            manifest=manifest.raw,
+            cases=cases_raw,
+            case_ids=[c.id for c in layout],
+            inputs=inputs,
+            outputs=outputs,
+            evidence=evidence,
+            split_path=split_path,
+            rows=rows,
+            run_stops=sorted(set(run_stops)),
+            verdict=result,
+            sources={name: {**side.describe(), "tree": str(side.digest)}
+                     for name, (side, _) in sides.items()},
+            patch_sha256=str(manifest.sources.get("patch_sha256", "")),
+            environment={**_environment(results, {n: t for n, (_, t) in sides.items()}),
+                         "backend": backend,
+                         "side_results": {n: {"status": r.status, "reason": r.reason,
+                                              "returncode": r.returncode}
+                                          for n, r in results.items()}},
+            timings=timings,
+            limits=limits,
+            reports=reports,
+        )
+        _say(progress, f"writing and signing the bundle {options.out}")
+        written = write_bundle(options.out, content, key,
+                               max_bytes=int(limits["max_bundle_bytes"]))
+    return RunOutcome(written, result)
+
+
+def _reports(manifest: Manifest, backend: str, rows: list[dict[str, Any]],
+             result: dict[str, Any], results: Mapping[str, SideResult],
+             cases_raw: bytes) -> dict[str, bytes]:
+    from .report import ReportInputs, render_markdown, render_png
+
+    inputs = ReportInputs(manifest_name=manifest.name, backend=backend, rows=rows,
+                          verdict=result,
+                          evidence={n: r.evidence for n, r in results.items()},
+                          cases=json.loads(cases_raw))
+    reports = {"report.md": render_markdown(inputs).encode("utf-8")}
+    try:
+        reports["report.png"] = render_png(inputs)
+    except ImportError:
+        print("topp-gate: matplotlib is not installed; the bundle has no report.png",
+              file=sys.stderr)
+    return reports
