@@ -132,7 +132,8 @@ def mask_encode(output: bytes, base: bytes) -> bytes:
     neg_inf = out == np.uint32(0xFF800000)
     code_arr = np.where(same, 0, np.where(neg_inf, 1, 2)).astype(np.uint8)
     others_arr = out[code_arr == 2]
-    return _MASK_MAGIC + struct.pack("<Q", n) + code_arr.tobytes() + others_arr.tobytes()
+    body: bytes = code_arr.tobytes() + others_arr.tobytes()
+    return _MASK_MAGIC + struct.pack("<Q", n) + body
 
 
 def mask_decode(coded: bytes, base: bytes, *, fast: bool | None = None) -> bytes:
@@ -171,7 +172,8 @@ def _mask_decode_numpy(codes: bytes, others: bytes, base: bytes) -> bytes:
     out = np.frombuffer(base, dtype="<u4").copy()
     out[code_arr == 1] = np.uint32(0xFF800000)
     out[listed] = np.frombuffer(others, dtype="<u4")
-    return out.tobytes()
+    decoded: bytes = out.tobytes()
+    return decoded
 
 
 def _mask_decode_pure(codes: bytes, others: bytes, base: bytes) -> bytes:

@@ -54,7 +54,7 @@ def schema() -> dict[str, Any]:
 
 def validate(value: Any) -> None:
     """Schema-check a statement; the first error (by path) becomes one line."""
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
     validator = Draft202012Validator(schema(), format_checker=Draft202012Validator.FORMAT_CHECKER)
     try:

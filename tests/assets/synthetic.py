@@ -87,8 +87,13 @@ def _rows_for(case: Any, rnd: random.Random) -> tuple[list[list[float]], list[fl
     return rows, ps
 
 
-def content(seed: int = 0) -> BundleContent:
-    """A complete synthetic BundleContent: patched keeps the oracle set, stock fails forced."""
+def content(seed: int = 0, *, damage: bool = False,
+            stock_failure: str | None = None) -> BundleContent:
+    """A complete synthetic BundleContent: patched keeps the oracle set, stock fails forced.
+
+    ``damage`` drops the top token of the last ordinary row on the patched side (a STOP);
+    ``stock_failure`` replaces the stock output of the ordinary case by a runner status.
+    """
     manifest_raw = manifest_bytes()
     layout = expected_layout(parse_manifest(manifest_raw))
     rnd = random.Random(seed)
@@ -107,8 +112,14 @@ def content(seed: int = 0) -> BundleContent:
         logits = encode([v for row in rows for v in row])
         inputs[case.logits_path] = logits
         inputs[case.p_path] = encode(ps)
+        if damage and case.kind == "ordinary":
+            last = len(patched) - case.vocab
+            top = max(range(case.vocab), key=lambda i: rows[-1][i])
+            patched[last + top] = NEG
         outputs["stock"][case.id] = encode(stock)
         outputs["patched"][case.id] = encode(patched)
+        if stock_failure and case.kind == "ordinary":
+            outputs["stock"][case.id] = stock_failure
         cases.append(CaseBytes(case.id, case.vocab,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],
@@ -137,6 +148,6 @@ def content(seed: int = 0) -> BundleContent:
     )
 
 
-def write(dest: Path, *, seed: int = 0, key: Path = SIGNING_KEY) -> WrittenBundle:
-    return write_bundle(dest, content(seed), load_private_key(key),
+def write(dest: Path, *, seed: int = 0, key: Path = SIGNING_KEY, **variant: Any) -> WrittenBundle:
+    return write_bundle(dest, content(seed, **variant), load_private_key(key),
                         max_bytes=MANIFEST["limits"]["max_bundle_bytes"])

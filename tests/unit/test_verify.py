@@ -55,6 +55,21 @@ def test_parallel_rerun_equals_serial_and_pure_equals_fast(good):
     assert [r.workers for r in results] == [1, 1, 2, 2]
 
 
+def test_a_stop_bundle_verifies_and_reports_stop(tmp_path):
+    written = synthetic.write(tmp_path / "stop", damage=True)
+    assert written.statement["predicate"]["verdict"]["verdict"] == "STOP"
+    result = verify_bundle(written.path, PUB, workers=1)
+    assert result.verdict["verdict"] == "STOP"
+    assert "missing_oracle_token" in result.verdict["reasons"]
+
+
+def test_a_failed_side_has_no_output_file_and_still_verifies(tmp_path):
+    written = synthetic.write(tmp_path / "timeout", stock_failure="timeout")
+    assert not (written.path / "outputs/stock/ordinary-s1-b3-v100.out.f32.mask.xz").exists()
+    result = verify_bundle(written.path, PUB, workers=1)
+    assert result.verdict["verdict"] == "STOP" and "timeout" in result.verdict["reasons"]
+
+
 def test_wrong_public_key_is_a_signature_error(good):
     with pytest.raises(SignatureError):
         verify_bundle(good, load_public_key(synthetic.OTHER_PUB))
