@@ -418,6 +418,8 @@ def write_bundle(dest: Path, content: BundleContent, private_key: Ed25519Private
             raise LimitError(f"bundle would hold {total} bytes, over its cap of {max_bytes}")
         if os.path.lexists(dest):
             raise UsageError(f"{dest} appeared while writing; refusing to overwrite it")
+        # mkdtemp makes 0700; give the bundle root the mode mkdir gave its subfolders
+        os.chmod(tmp, stat.S_IMODE((tmp / "results").stat().st_mode))
         os.rename(tmp, dest)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import math
 import os
+import stat
 import struct
 import sys
 from pathlib import Path
@@ -137,6 +138,7 @@ def test_written_bundle_layout_and_digests(tmp_path):
             "outputs/patched/forced-v64.out.f32.mask.xz"} <= files
     assert {"inputs/forced-v64.logits.f32.xz", "inputs/forced-v64.logits.f32.zz"} & files
     assert not any(".partial-" in f for f in os.listdir(tmp_path))
+    assert stat.S_IMODE(root.stat().st_mode) == stat.S_IMODE((root / "inputs").stat().st_mode)
     content = synthetic.content()
     for subject in written.statement["subject"]:
         ann = subject["annotations"]

@@ -199,3 +199,22 @@ def test_verifier_loads_no_torch_triton_or_vllm(good):
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "RC 0 HEAVY []" in done.stdout, done.stdout + done.stderr
+
+
+def test_verifier_works_without_numpy(good):
+    """The base install has no numpy: the pure paths must verify the same bundle."""
+    script = textwrap.dedent(f"""
+        import sys
+        class NoNumpy:
+            def find_spec(self, name, path=None, target=None):
+                if name == "numpy" or name.startswith("numpy."):
+                    raise ImportError("numpy blocked for this test")
+        sys.meta_path.insert(0, NoNumpy())
+        from harness.cli import main
+        rc = main(["verify", {str(good)!r}, "--pubkey", {str(synthetic.SIGNING_PUB)!r},
+                   "--workers", "2"])
+        print("RC", rc, "NUMPY", "numpy" in sys.modules)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert "RC 0 NUMPY False" in done.stdout, done.stdout + done.stderr
