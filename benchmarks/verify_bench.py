@@ -87,7 +87,8 @@ def build(dest: Path) -> BundleContent:
         manifest=raw, cases=render_cases_index(layout), case_ids=[c.id for c in layout],
         inputs=inputs, outputs=outputs, evidence=evidence,
         split_path={c.id: True for c in layout}, rows=rows, run_stops=[],
-        verdict=verdict(rows, []), sources=dict(manifest.sources),
+        verdict=verdict(rows, []),
+        sources={side: dict(manifest.sources["sides"][side]) for side in ("stock", "patched")},
         patch_sha256=manifest.sources.get("patch_sha256", "0" * 64),
         environment={"synthetic": True}, limits=dict(manifest.limits))
 

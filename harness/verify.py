@@ -340,6 +340,35 @@ def _bound_json(artifacts: _Artifacts, predicate: dict[str, Any]) -> None:
             raise MalformedEvidenceError(f"receipt records {side} evidence but names no {name}")
 
 
+PIN_FIELDS = ("version", "wheel", "wheel_sha256", "kernel_sha256")
+
+
+def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
+    """The receipt's source and patch hashes are the manifest's pins; evidence of any other
+    kernel file must have stopped the run (``evidence_drift``)."""
+    sources = manifest.sources
+    pinned_patch = sources.get("patch_sha256")
+    if pinned_patch is not None and predicate["hashes"]["patch"] != pinned_patch:
+        raise BindingMismatchError("patch hash vs the manifest's pin", pinned_patch,
+                                   predicate["hashes"]["patch"])
+    recorded = predicate["hashes"]["sources"]
+    for side in SIDES:
+        pins = sources["sides"][side]
+        entry = recorded.get(side)
+        if not isinstance(entry, dict):
+            raise MalformedEvidenceError(f"receipt records no {side} sources")
+        for key in PIN_FIELDS:
+            if entry.get(key) != pins[key]:
+                raise BindingMismatchError(f"{side} source {key} vs the manifest's pin",
+                                           str(pins[key]), str(entry.get(key)))
+        evidence = predicate["kernel_path"][side]
+        imported = evidence.get("kernel_sha256") if isinstance(evidence, dict) else None
+        if imported is not None and imported != pins["kernel_sha256"] \
+                and "evidence_drift" not in predicate["run_stops"]:
+            raise BindingMismatchError(f"{side} kernel imported vs pinned, without a stop",
+                                       pins["kernel_sha256"], str(imported))
+
+
 def _size_cap(artifacts: _Artifacts, manifest: Any,
               predicate: dict[str, Any]) -> None:
     total = sum(int(s["annotations"]["stored_size"]) for s in artifacts.subjects.values())
@@ -350,6 +379,46 @@ def _size_cap(artifacts: _Artifacts, manifest: Any,
     if total > cap:
         raise MalformedEvidenceError(f"bundle artifacts hold {total} bytes, over the "
                                      f"manifest's cap of {cap}")
+
+
+@dataclass(frozen=True)
+class BundleView:
+    """A bundle whose signature, schema, file set and (lazily) digests were checked.
+
+    For tools that need artifact bytes (probes, reports): ``raw(name)`` returns the raw,
+    decoded bytes of a subject named by its raw path (``inputs/x.logits.f32``), after its
+    stored and raw digests check. It does not rerun the oracle: use :func:`verify_bundle`
+    for a verdict.
+    """
+
+    statement: dict[str, Any]
+    _artifacts: _Artifacts
+
+    def raw(self, name: str) -> bytes:
+        return self._artifacts.raw(name)
+
+    def stored_path(self, name: str) -> str:
+        subject = self._artifacts.subjects.get(name)
+        if subject is None:
+            raise MalformedEvidenceError(f"receipt has no subject {name!r}")
+        return str(subject["annotations"]["stored"])
+
+
+def open_bundle(path: Path, public_key: Ed25519PublicKey) -> BundleView:
+    """Steps 1-4 of verification, then lazy digest-checked reads (every failure typed)."""
+    try:
+        bundle = BundleDir(Path(path))
+        statement, _payload = _statement(bundle, public_key)
+        artifacts = _Artifacts(bundle, statement["subject"])
+        _check_files(bundle, artifacts)
+        return BundleView(statement, artifacts)
+    except VerificationError:
+        raise
+    except HarnessError as err:
+        raise MalformedEvidenceError(err.detail) from err
+    except Exception as err:
+        raise VerificationInternalError(f"unexpected {type(err).__name__} while opening "
+                                        f"a bundle: {err}") from err
 
 
 def default_workers() -> int:
@@ -435,6 +504,7 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool,
     layout = _layout(artifacts, predicate, manifest)
     _check_names(artifacts, layout, predicate["cases"])
     _bound_json(artifacts, predicate)
+    _check_pins(manifest, predicate)
     local = receipt.harness_code_digest()["sha256"]
     recorded = predicate["harness"]["sha256"]
     if strict and recorded != local:

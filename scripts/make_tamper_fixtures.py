@@ -195,6 +195,18 @@ def _split_path_resign(root: Path) -> None:
     _sign(root, statement)
 
 
+def _patch_hash_resign(root: Path) -> None:
+    statement = _statement(root)
+    statement["predicate"]["hashes"]["patch"] = "1" * 64
+    _sign(root, statement)
+
+
+def _source_pin_resign(root: Path) -> None:
+    statement = _statement(root)
+    statement["predicate"]["hashes"]["sources"]["patched"]["version"] = "0.34.0"
+    _sign(root, statement)
+
+
 FIXTURES: dict[str, Fixture] = {
     "good": Fixture(lambda root: None, None, doc="the untouched synthetic bundle"),
     "output_bit_flipped": Fixture(_flip(FORCED_OUT), "binding_mismatch"),
@@ -222,6 +234,8 @@ FIXTURES: dict[str, Fixture] = {
     "size_lie_resigned": Fixture(_size_lie_resign, "malformed_evidence"),
     "path_escape_resigned": Fixture(_path_escape_resign, "malformed_evidence"),
     "evidence_edited_resigned": Fixture(_evidence_resign, "binding_mismatch"),
+    "patch_hash_edited_resigned": Fixture(_patch_hash_resign, "binding_mismatch"),
+    "source_pin_edited_resigned": Fixture(_source_pin_resign, "binding_mismatch"),
     "harness_digest_edited_resigned": Fixture(_harness_digest_resign, "harness_drift",
                                               strict=True),
 }

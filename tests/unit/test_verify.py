@@ -218,3 +218,43 @@ def test_verifier_works_without_numpy(good):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert "RC 0 NUMPY False" in done.stdout, done.stdout + done.stderr
+
+
+def test_open_bundle_gives_digest_checked_bytes(good, copy):
+    from harness.verify import open_bundle
+
+    view = open_bundle(good, PUB)
+    assert view.stored_path("manifest.json") == "manifest.json"
+    assert view.raw("manifest.json") == (good / "manifest.json").read_bytes()
+    assert len(view.raw("outputs/patched/forced-v64.out.f32")) == 4 * 4 * 64
+    stored = open_bundle(copy, PUB).stored_path("inputs/forced-v64.logits.f32")
+    data = bytearray((copy / stored).read_bytes())
+    data[-1] ^= 1
+    (copy / stored).write_bytes(bytes(data))
+    with pytest.raises(BindingMismatchError):
+        open_bundle(copy, PUB).raw("inputs/forced-v64.logits.f32")
+    with pytest.raises(MalformedEvidenceError):
+        view.raw("inputs/none.logits.f32")
+
+
+def test_kernel_drift_in_evidence_must_have_stopped_the_run(tmp_path):
+    import dataclasses
+    import json as json_module
+
+    from harness.bundle import write_bundle
+    from harness.keys import load_private_key
+
+    content = synthetic.content()
+    drifted = {side: json_module.dumps({"kernel_sha256": "2" * 64}).encode()
+               for side in ("stock", "patched")}
+    key = load_private_key(synthetic.SIGNING_KEY)
+    silent = dataclasses.replace(content, evidence=drifted)
+    write_bundle(tmp_path / "silent", silent, key)
+    with pytest.raises(BindingMismatchError, match="without a stop"):
+        verify_bundle(tmp_path / "silent", PUB, workers=1)
+    from harness.gate import verdict
+
+    honest = dataclasses.replace(silent, run_stops=["evidence_drift"],
+                                 verdict=verdict(content.rows, ["evidence_drift"]))
+    write_bundle(tmp_path / "honest", honest, key)
+    assert verify_bundle(tmp_path / "honest", PUB, workers=1).verdict["verdict"] == "STOP"
