@@ -23,6 +23,7 @@ VERBS: dict[str, str] = {
     "probe": "probe",
     "keygen": "keygen",
     "sources": "sources",
+    "kernels": "kernels",
 }
 
 
