@@ -141,6 +141,15 @@ def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
     return (json.dumps(manifest, indent=2) + "\n").encode()
 
 
+def _recorded_sources() -> dict[str, dict[str, Any]]:
+    """``hashes.sources`` exactly as ``harness.run`` records it: each side's pins as the
+    sources module describes them, plus its tree digest."""
+    from .sources import load_pins
+
+    return {name: {**side.describe(), "tree": str(side.digest)}
+            for name, side in load_pins().sides.items()}
+
+
 def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
     """A complete BundleContent: patched keeps the oracle set; stock masks forced rows."""
     from .bundle import BundleContent
@@ -185,7 +194,7 @@ def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
         manifest=raw, cases=render_cases_index(layout), case_ids=[c.id for c in layout],
         inputs=inputs, outputs=outputs, evidence=evidence,
         split_path={c.id: True for c in layout}, rows=results, run_stops=[],
-        verdict=verdict(results), sources=dict(manifest["sources"]),
+        verdict=verdict(results), sources=_recorded_sources(),
         patch_sha256=manifest["sources"]["patch_sha256"], environment={"probe": True},
         limits=dict(manifest["limits"]))
 
@@ -195,9 +204,38 @@ class _Fixture:
     good: Path
     key: Any  # Ed25519PrivateKey (throwaway, never stored)
 
+    def stored(self, name: str) -> str:
+        """The stored file the signed receipt names for artifact ``name`` (its codec suffix
+        is the writer's choice: never guessed here)."""
+        from .verify import open_bundle
 
-def _verify_copy(fx: _Fixture, work: Path, name: str, mutate: Callable[[Path], None]) -> str:
-    """Copy the good bundle, apply one defect, run the real verifier; return its code."""
+        return open_bundle(self.good, self.key.public_key()).stored_path(name)
+
+
+class WrongReason(Exception):  # noqa: N818 - a probe outcome, not an error
+    """The declared code was observed, but the refusal names something other than the
+    defect the probe made: the probe did not prove what it claims."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+
+
+def _refusal(err: HarnessError, because: str | tuple[str, ...]) -> str:
+    """``err.code`` when the refusal's message names ``because`` (or one of them); else
+    :class:`WrongReason`."""
+    if not any(text in err.detail for text in
+               ((because,) if isinstance(because, str) else because)):
+        raise WrongReason(err.code, err.detail)
+    return err.code
+
+
+def _verify_copy(fx: _Fixture, work: Path, name: str, mutate: Callable[[Path], None],
+                 because: str | tuple[str, ...]) -> str:
+    """Copy the good bundle, apply one defect, run the real verifier; return its code.
+
+    ``because`` is text the refusal must name (the tampered file or field), so a probe
+    cannot pass on an unrelated failure that happens to carry the same code."""
     from .verify import verify_bundle
 
     copy = work / name
@@ -206,7 +244,7 @@ def _verify_copy(fx: _Fixture, work: Path, name: str, mutate: Callable[[Path], N
     try:
         verify_bundle(copy, fx.key.public_key(), workers=1)
     except HarnessError as err:
-        return err.code
+        return _refusal(err, because)
     return "accepted"
 
 
@@ -245,21 +283,30 @@ _work_fixture: dict[Path, _Fixture] = {}
 
 
 def _fx(work: Path) -> _Fixture:
+    """The good bundle, written once per work directory; it must verify before any probe
+    tampers with a copy of it (else every verifier probe would prove nothing)."""
     fx = _work_fixture.get(work)
     if fx is None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
         from .bundle import write_bundle
+        from .verify import verify_bundle
 
         key = Ed25519PrivateKey.generate()
-        write_bundle(work / "good", bundle_content(), key)
+        try:
+            write_bundle(work / "good", bundle_content(), key)
+            verify_bundle(work / "good", key.public_key(), workers=1)
+        except HarnessError as err:
+            raise AssertionError(f"precondition: the untampered probe bundle does not "
+                                 f"write and verify: {err}") from err
         fx = _work_fixture[work] = _Fixture(work / "good", key)
     return fx
 
 
-_STOCK_OUT = "outputs/stock/forced-v32.out.f32.mask.xz"
-_PATCHED_OUT = "outputs/patched/forced-v32.out.f32.mask.xz"
-_LOGITS = "inputs/ordinary-s1-b3.logits.f32.xz"
+# artifacts by their receipt names (raw paths); the stored files are looked up in the receipt
+_STOCK_OUT = "outputs/stock/forced-v32.out.f32"
+_PATCHED_OUT = "outputs/patched/forced-v32.out.f32"
+_LOGITS = "inputs/ordinary-s1-b3.logits.f32"
 
 
 def _ordinary_fixture() -> tuple[list[float], float, list[float]]:
@@ -269,8 +316,10 @@ def _ordinary_fixture() -> tuple[list[float], float, list[float]]:
 
 
 def _p_missing_stock(work: Path) -> str:
-    return _verify_copy(_fx(work), work, "missing-stock",
-                        lambda root: (root / _STOCK_OUT).unlink())
+    fx = _fx(work)
+    stored = fx.stored(_STOCK_OUT)
+    return _verify_copy(fx, work, "missing-stock", lambda root: (root / stored).unlink(),
+                        because=stored)
 
 
 def _p_unparsable_patched(work: Path) -> str:
@@ -284,11 +333,17 @@ def _p_missing_output_status(work: Path) -> str:
 
 
 def _p_unparsable_bundle_output(work: Path) -> str:
-    return _verify_copy(_fx(work), work, "garbled-patched", _flip(_PATCHED_OUT))
+    fx = _fx(work)
+    stored = fx.stored(_PATCHED_OUT)
+    return _verify_copy(fx, work, "garbled-patched", _flip(stored),
+                        because=f"sha256 of stored {stored}")
 
 
 def _p_mismatched_input_hash(work: Path) -> str:
-    return _verify_copy(_fx(work), work, "changed-input", _flip(_LOGITS))
+    fx = _fx(work)
+    stored = fx.stored(_LOGITS)
+    return _verify_copy(fx, work, "changed-input", _flip(stored),
+                        because=f"sha256 of stored {stored}")
 
 
 def _p_child_read_other_bytes(work: Path) -> str:
@@ -297,7 +352,10 @@ def _p_child_read_other_bytes(work: Path) -> str:
 
 
 def _p_absent_logits_bundle(work: Path) -> str:
-    return _verify_copy(_fx(work), work, "no-logits", lambda root: (root / _LOGITS).unlink())
+    fx = _fx(work)
+    stored = fx.stored(_LOGITS)
+    return _verify_copy(fx, work, "no-logits", lambda root: (root / stored).unlink(),
+                        because=stored)
 
 
 def _p_absent_logits_judge(work: Path) -> str:
@@ -456,7 +514,7 @@ def _p_bundle_over_cap(work: Path) -> str:
         leftovers = [p.name for p in work.iterdir() if p.name.startswith(".over-cap")]
         if dest.exists() or leftovers:
             return f"{err.code} but left {dest.name if dest.exists() else leftovers[0]}"
-        return err.code
+        return _refusal(err, "over its cap of 1024")
     return "accepted"
 
 
@@ -475,7 +533,7 @@ def _p_bundle_cap_verifier(work: Path) -> str:
     try:
         verify_bundle(dest, key.public_key(), workers=1)
     except HarnessError as err:
-        return err.code
+        return _refusal(err, "over the manifest's cap of 1024")
     return "accepted"
 
 
@@ -512,7 +570,10 @@ def _p_source_file_changed(work: Path) -> str:
 def _p_patch_changed(work: Path) -> str:
     def change(m: Any) -> None:
         m["sources"]["patch_sha256"] = "0" * 64
-    return _verify_copy(_fx(work), work, "patch-changed", _edit_json("manifest.json", change))
+    fx = _fx(work)
+    stored = fx.stored("manifest.json")
+    return _verify_copy(fx, work, "patch-changed", _edit_json(stored, change),
+                        because=f"stored {stored}")
 
 
 def _p_patch_hash_resigned(work: Path) -> str:
@@ -522,13 +583,17 @@ def _p_patch_hash_resigned(work: Path) -> str:
 
     def change(statement: dict[str, Any]) -> None:
         statement["predicate"]["hashes"]["patch"] = "0" * 64
-    return _verify_copy(fx, work, "patch-resigned", _resign(change, fx.key))
+    return _verify_copy(fx, work, "patch-resigned", _resign(change, fx.key),
+                        because="patch hash vs the manifest's pin")
 
 
 def _p_manifest_changed(work: Path) -> str:
     def change(m: Any) -> None:
         m["cases"][1]["seed"] = 2
-    return _verify_copy(_fx(work), work, "manifest-changed", _edit_json("manifest.json", change))
+    fx = _fx(work)
+    stored = fx.stored("manifest.json")
+    return _verify_copy(fx, work, "manifest-changed", _edit_json(stored, change),
+                        because=f"stored {stored}")
 
 
 def _p_frozen_manifest(work: Path) -> str:
@@ -540,41 +605,52 @@ def _p_frozen_manifest(work: Path) -> str:
     try:
         verify_bundle(fx.good, fx.key.public_key(), frozen_manifest=frozen, workers=1)
     except HarnessError as err:
-        return err.code
+        return _refusal(err, "manifest hash vs the frozen one")
     return "accepted"
 
 
 def _p_configuration_changed(work: Path) -> str:
     def change(m: Any) -> None:
         m["backend"]["required"] = "cuda"
-    return _verify_copy(_fx(work), work, "backend-changed", _edit_json("manifest.json", change))
+    fx = _fx(work)
+    stored = fx.stored("manifest.json")
+    return _verify_copy(fx, work, "backend-changed", _edit_json(stored, change),
+                        because=f"stored {stored}")
 
 
 def _p_dispatch_changed(work: Path) -> str:
     def change(ev: Any) -> None:
         ev["split"]["proven"] = False
-    return _verify_copy(_fx(work), work, "dispatch-changed",
-                        _edit_json("outputs/patched/evidence.json", change))
+    fx = _fx(work)
+    stored = fx.stored("outputs/patched/evidence.json")
+    return _verify_copy(fx, work, "dispatch-changed", _edit_json(stored, change),
+                        because=f"stored {stored}")
 
 
 def _p_split_flag_resigned(work: Path) -> str:
     """The receipt says the split path was not taken, re-signed by the same key: the
-    manifest requires it, so the comparison is invalid."""
+    per-row results it signs were judged with the split path (a forced row must keep
+    exactly one token only there), so the verifier's rerun under the new flag differs."""
     fx = _fx(work)
 
     def change(statement: dict[str, Any]) -> None:
         for case in statement["predicate"]["cases"]:
             case["split_path"] = False
-    return _verify_copy(fx, work, "split-flag-resigned", _resign(change, fx.key))
+    return _verify_copy(fx, work, "split-flag-resigned", _resign(change, fx.key),
+                        because="rerun of row forced-v32[")
 
 
 def _p_swapped_sides(work: Path) -> str:
+    fx = _fx(work)
+    stock, patched = fx.stored(_STOCK_OUT), fx.stored(_PATCHED_OUT)
+
     def swap(root: Path) -> None:
-        a, b = root / _STOCK_OUT, root / _PATCHED_OUT
+        a, b = root / stock, root / patched
         da, db = a.read_bytes(), b.read_bytes()
         a.write_bytes(db)
         b.write_bytes(da)
-    return _verify_copy(_fx(work), work, "swapped-sides", swap)
+    return _verify_copy(fx, work, "swapped-sides", swap,
+                        because=(f"stored {stock}", f"stored {patched}"))
 
 
 # --- the catalogue -------------------------------------------------------------------------------
@@ -654,6 +730,9 @@ def run_probe(probe: Probe, work: Path) -> Outcome:
         observed = probe.run(work)
     except ProbeSkipped as err:
         return Outcome(probe, "-", "skipped", f"skipped: {err}")
+    except WrongReason as err:  # right code, other cause: proves nothing about this defect
+        return Outcome(probe, err.code, "FAILED",
+                       " ".join(f"refused for another reason: {err}".split())[:200])
     except HarnessError as err:
         observed = err.code
     except Exception as err:  # the probe itself broke: never counted as failing closed

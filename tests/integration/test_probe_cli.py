@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.cli import main
@@ -50,3 +52,43 @@ def test_a_probe_that_does_not_fail_closed_exits_1(monkeypatch: pytest.MonkeyPat
 def test_unknown_probe_name_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--only", "no-such-probe"]) == 2
     assert "unknown probe 'no-such-probe'" in capsys.readouterr().err
+
+
+def test_probe_tampers_the_stored_file_the_receipt_names(tmp_path: Path) -> None:
+    """Inputs are stored as xz or zlib (writer's choice): the probe must find the stored
+    name in the signed receipt, and that name is what the refusal names."""
+    import harness.probes as probes
+
+    fx = probes._fx(tmp_path)
+    try:
+        stored = fx.stored(probes._LOGITS)
+        assert stored.startswith(probes._LOGITS + ".") and (fx.good / stored).is_file()
+        outcome = probes.run_probe(
+            next(p for p in probes.PROBES if p.name == "mismatched-input-hash"), tmp_path)
+        assert (outcome.status, outcome.observed) == ("ok", "binding_mismatch")
+    finally:
+        probes._work_fixture.pop(tmp_path, None)
+
+
+def test_right_code_for_another_reason_is_a_failed_probe(tmp_path: Path) -> None:
+    """A refusal that carries the declared code but names another defect proves nothing."""
+    import dataclasses
+
+    import harness.probes as probes
+
+    def deletes_the_wrong_file(work: Path) -> str:
+        fx = probes._fx(work)
+        other = fx.stored(probes._PATCHED_OUT)
+        return probes._verify_copy(fx, work, "wrong-file", lambda r: (r / other).unlink(),
+                                   because=fx.stored(probes._STOCK_OUT))
+
+    probe = dataclasses.replace(probes.PROBES[0], name="wrong-reason",
+                                run=deletes_the_wrong_file)
+    try:
+        outcome = probes.run_probe(probe, tmp_path)
+    finally:
+        probes._work_fixture.pop(tmp_path, None)
+    assert outcome.observed == "malformed_evidence"
+    assert outcome.status == "FAILED"
+    assert "refused for another reason" in outcome.detail
+    assert "outputs/patched/forced-v32.out.f32" in outcome.detail
