@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-
+from . import schema
 from .errors import BindingMismatchError, MalformedEvidenceError
 from .manifest import FORCED, CaseLayout, Manifest, RowLayout, expected_layout
 
@@ -22,9 +20,7 @@ SCHEMA_RESOURCE = "cases.schema.json"
 
 
 def cases_schema() -> dict[str, Any]:
-    text = resources.files("harness").joinpath("schemas", SCHEMA_RESOURCE).read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return schema.load(SCHEMA_RESOURCE)
 
 
 def render_cases_index(layout: Sequence[CaseLayout]) -> bytes:
@@ -39,11 +35,9 @@ def parse_cases_index(raw: bytes) -> list[CaseLayout]:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise MalformedEvidenceError(f"cases.json: not UTF-8 JSON ({err})") from None
-    validator = jsonschema.Draft202012Validator(cases_schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
-    if error is not None:
-        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
-        raise MalformedEvidenceError(f"cases.json: schema violation at {where}: {error.message}")
+    problem = schema.violation(SCHEMA_RESOURCE, data)
+    if problem is not None:
+        raise MalformedEvidenceError(f"cases.json: schema violation {problem}")
     layout: list[CaseLayout] = []
     seen: set[str] = set()
     for entry in data["cases"]:

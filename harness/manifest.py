@@ -25,12 +25,10 @@ import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
-
+from . import schema
 from .errors import EvidenceDriftError, InvalidInputError, LimitError
 from .f32 import runtime_p, to_float32
 
@@ -141,9 +139,7 @@ class Manifest:
 
 def manifest_schema() -> dict[str, Any]:
     """The manifest JSON Schema (2020-12), read from package data."""
-    text = resources.files("harness").joinpath("schemas", SCHEMA_RESOURCE).read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    return schema.load(SCHEMA_RESOURCE)
 
 
 def sha256_hex(data: bytes) -> str:
@@ -162,11 +158,9 @@ def parse_manifest(raw: bytes, *, source: str = "manifest") -> Manifest:
                           parse_constant=_refuse_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ManifestError(f"{source}: not UTF-8 JSON ({err})") from None
-    validator = jsonschema.Draft202012Validator(manifest_schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
-    if error is not None:
-        where = "/".join(str(part) for part in error.absolute_path) or "(top)"
-        raise ManifestError(f"{source}: schema violation at {where}: {error.message}")
+    problem = schema.violation(SCHEMA_RESOURCE, data)
+    if problem is not None:
+        raise ManifestError(f"{source}: schema violation {problem}")
     manifest = Manifest(data=data, raw=raw, sha256=sha256_hex(raw), source=source)
     check_manifest(manifest)
     return manifest

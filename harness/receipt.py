@@ -9,15 +9,14 @@ The signed payload is the statement's RFC 8785 canonical JSON bytes.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
-from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
 import rfc8785
 
+from . import schema as _schema
 from .errors import MalformedEvidenceError
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -45,27 +44,15 @@ def statement(subjects: list[dict[str, Any]], predicate: dict[str, Any]) -> dict
     }
 
 
-@cache
 def schema() -> dict[str, Any]:
-    text = resources.files("harness").joinpath("schemas", SCHEMA_RESOURCE).read_text("utf-8")
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
+    return _schema.load(SCHEMA_RESOURCE)
 
 
 def validate(value: Any) -> None:
-    """Schema-check a statement; the first error (by path) becomes one line."""
-    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-
-    validator = Draft202012Validator(schema(), format_checker=Draft202012Validator.FORMAT_CHECKER)
-    try:
-        errors = sorted(validator.iter_errors(value), key=lambda e: list(map(str, e.path)))
-    except Exception as err:  # a schema engine failure is still a refusal
-        raise MalformedEvidenceError(f"receipt schema check failed: {type(err).__name__}") from err
-    if errors:
-        first = errors[0]
-        where = "/".join(str(p) for p in first.absolute_path) or "(root)"
-        message = first.message if len(first.message) <= 200 else first.message[:200] + "..."
-        raise MalformedEvidenceError(f"receipt does not match its schema at {where}: {message}")
+    """Schema-check a statement; the most relevant error becomes one line."""
+    problem = _schema.violation(SCHEMA_RESOURCE, value)
+    if problem is not None:
+        raise MalformedEvidenceError(f"receipt does not match its schema {problem}")
 
 
 # --- harness code digest --------------------------------------------------------------------
