@@ -32,10 +32,10 @@ from .bundle import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
 from .cases_index import check_against_manifest, parse_cases_index
 from .errors import EvidenceDriftError, UsageError
-from .gate import SIDE_FAILURES, verdict
+from .gate import verdict
 from .judge import CaseBytes, RowSpec, default_workers, judge_cases
-from .keys import load_private_key
 from .kernels.runner import DEFAULT_NUM_SM, SideResult, run_side
+from .keys import load_private_key
 from .manifest import Manifest, load_manifest
 from .oracle import numpy_available
 from .sources import (
@@ -185,6 +185,16 @@ def _split_proven(result: SideResult, case_id: str) -> bool:
     return False
 
 
+def _split_path_failed(results: Mapping[str, SideResult]) -> bool:
+    """Whether any side recorded a case whose split path it could not prove.
+
+    A side that failed before recording cases is already a stop (timeout, kernel_crash).
+    """
+    return any(not record.get("split", {}).get("proven")
+               for result in results.values()
+               for record in (result.evidence or {}).get("cases", []))
+
+
 def _pinned_requirements(tree: Path) -> dict[str, str]:
     """What a vLLM release pins for torch and triton (its METADATA), for the receipt."""
     found: dict[str, str] = {}
@@ -266,17 +276,12 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
             for name in SIDES:
                 outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
             split_path[case.id] = all(_split_proven(results[n], case.id) for n in SIDES)
-            if all(isinstance(outputs[n][case.id], bytes) for n in SIDES) \
-                    and not split_path[case.id]:
-                run_stops.append("split_path_not_taken")
             case_bytes.append(CaseBytes(
                 case.id, case.vocab,
                 [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
                 logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
                 split_path[case.id]))
-        if any(r.evidence and r.evidence.get("cases") and any(
-                not c.get("split", {}).get("proven") for c in r.evidence["cases"])
-               for r in results.values()):
+        if _split_path_failed(results):
             run_stops.append("split_path_not_taken")
 
         total_rows = sum(c.batch for c in case_bytes)
