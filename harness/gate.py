@@ -63,7 +63,7 @@ STOP_REASONS = (
     "split_path_not_taken",
 )
 
-PASS = "PASS"
+PASS = "PASS"  # noqa: S105 - a verdict, not a password
 STOP = "STOP"
 
 

@@ -199,17 +199,6 @@ def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOut
     return _certify(weights, order_arr[:count].tolist(), count, target, normalizer)
 
 
-def reference_rows(rows: Sequence[Sequence[float]], p32: float | Sequence[float], *,
-                   fast: bool = False) -> list[OracleOutcome]:
-    """Run the oracle on each row; ``p32`` is one value for all rows or one per row."""
-    ps = [p32] * len(rows) if isinstance(p32, float) else list(p32)
-    if len(ps) != len(rows):
-        from .errors import ShapeError
-
-        raise ShapeError(f"{len(ps)} p values for {len(rows)} rows")
-    return [reference(r, p, row=i, fast=fast) for i, (r, p) in enumerate(zip(rows, ps, strict=True))]
-
-
 def numpy_available() -> bool:
     try:
         import numpy  # noqa: F401
