@@ -5,11 +5,17 @@
     .venv/bin/python scripts/results_section.py --check README.md  # exit 1 if README differs
     .venv/bin/python scripts/results_section.py --write README.md  # replace it in place
 
-Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change): its
-``receipt.json`` (subjects and predicate), ``results/rows.json``, ``cases.json``,
-``manifest.json`` and each side's ``outputs/<side>/evidence.json``; each file's sha256 is
-checked against the receipt's subject before it is used. It does not check signatures:
+Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change) through
+``harness.verify.open_bundle`` with the signer's public key (``--pubkey``, default
+``evidence/keys/topp-gate-evidence.pub``): the signature, receipt schema and file set are
+checked on open, and every artifact it reads (``results/rows.json``, ``cases.json``,
+``manifest.json``, each side's ``evidence.json``, and the inputs and outputs of rows both a
+CUDA and an interpreter bundle hold) is decoded by the codec the receipt records and
+checked against both receipt digests first. It does not rerun the oracle and gate:
 ``topp-gate verify`` does that, and CI runs it on every committed bundle.
+
+When ``benchmarks/cuda_vs_interpreter.json`` exists (``--comparison FILE`` to change), its
+per-row CUDA-versus-interpreter results are summarized too (see :func:`load_comparison`).
 
 The README holds the section between ``<!-- results:begin -->`` and
 ``<!-- results:end -->``; nothing between the markers is typed by hand.
@@ -27,7 +33,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -35,25 +44,23 @@ if str(ROOT) not in sys.path:
 
 from harness.bundle import (  # noqa: E402
     CASES,
-    CODEC_MASK,
-    CODEC_NONE,
-    CODEC_XZ,
     MANIFEST,
     RECEIPT,
     ROWS,
     SIDES,
-    BundleDir,
     evidence_name,
-    mask_decode,
     output_name,
-    xz_decompress,
 )
 from harness.errors import HarnessError  # noqa: E402
+from harness.keys import load_public_key  # noqa: E402
 from harness.report import ReportInputs, device_name, summarize  # noqa: E402
+from harness.verify import BundleView, open_bundle  # noqa: E402
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
 DEFAULT_BUNDLES = Path("evidence/bundles")
+DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence.pub")
+DEFAULT_COMPARISON = Path("benchmarks/cuda_vs_interpreter.json")
 
 
 class ResultsError(Exception):
@@ -61,37 +68,25 @@ class ResultsError(Exception):
 
 
 class Artifacts:
-    """A bundle's artifacts as its ``receipt.json`` names them; each checked on read."""
+    """A bundle's artifacts as its signed receipt names them, read through
+    :func:`harness.verify.open_bundle`: signature, schema and file set checked on open,
+    each artifact's stored and raw sha256 checked on read (any codec the writer used)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, public_key: Ed25519PublicKey) -> None:
         self.name = path.name
-        self.root = BundleDir(path)
         try:
-            statement = json.loads(self.root.read(RECEIPT))
-            self.subjects = {s["name"]: s for s in statement["subject"]}
-            self.predicate: dict[str, Any] = statement["predicate"]
-        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
-            raise ResultsError(f"bundle {self.name}: unreadable {RECEIPT} ({err})") from None
+            self.view: BundleView = open_bundle(path, public_key)
+        except HarnessError as err:
+            raise ResultsError(f"bundle {self.name}: {err}") from None
+        self.subjects = {s["name"]: s for s in self.view.statement["subject"]}
+        self.predicate: dict[str, Any] = self.view.statement["predicate"]
 
     def raw(self, name: str) -> bytes:
-        """Raw bytes of an artifact, decoded by its codec, checked against its digest."""
-        subject = self.subjects.get(name)
-        if subject is None:
-            raise ResultsError(f"bundle {self.name}: receipt has no artifact {name}")
-        ann = subject["annotations"]
-        data = self.root.read(ann["stored"], exact_size=int(ann["stored_size"]))
-        size = int(ann["size"])
-        if ann["codec"] == CODEC_NONE:
-            raw = data
-        elif ann["codec"] == CODEC_XZ:
-            raw = xz_decompress(data, size)
-        elif ann["codec"] == CODEC_MASK:
-            raw = mask_decode(xz_decompress(data, 12 + size // 4 + size), self.raw(ann["base"]))
-        else:
-            raise ResultsError(f"bundle {self.name}: {name} has unknown codec {ann['codec']}")
-        if hashlib.sha256(raw).hexdigest() != subject["digest"]["sha256"]:
-            raise ResultsError(f"bundle {self.name}: {name} does not match its receipt digest")
-        return raw
+        """Raw bytes of an artifact, decoded, checked against its receipt digests."""
+        try:
+            return self.view.raw(name)
+        except HarnessError as err:
+            raise ResultsError(f"bundle {self.name}: {err}") from None
 
     def json(self, name: str) -> Any:
         try:
@@ -108,8 +103,8 @@ class Bundle:
     cases: list[dict[str, Any]]
 
 
-def load_bundle(path: Path) -> Bundle:
-    art = Artifacts(path)
+def load_bundle(path: Path, public_key: Ed25519PublicKey) -> Bundle:
+    art = Artifacts(path, public_key)
     manifest = art.json(MANIFEST)
     cases = art.json(CASES)
     evidence = {side: art.json(evidence_name(side))
@@ -125,10 +120,11 @@ def load_bundle(path: Path) -> Bundle:
 
 def _backend(bundle: Bundle, summary: Mapping[str, Any]) -> str:
     devices = sorted({device_name(ev) for ev in bundle.inputs.evidence.values()} - {""})
-    where = f" on {', '.join(devices)}" if devices else ""
+    named = ", ".join(devices)
     if summary["interpreter"]:
-        return f"Triton's interpreter on the CPU (not GPU evidence){where}"
-    return f"{bundle.inputs.backend}{where}"
+        recorded = f"; device recorded: {named}" if devices else ""
+        return f"Triton's interpreter on the CPU (not GPU evidence){recorded}"
+    return f"{bundle.inputs.backend} on {named}" if devices else bundle.inputs.backend
 
 
 def _forced_line(summary: Mapping[str, Any]) -> str:
@@ -195,6 +191,26 @@ def bundle_section(bundle: Bundle, bundles_dir: Path) -> list[str]:
     ]
 
 
+# --- CUDA against the interpreter ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SideMatch:
+    """One side's outputs for one row, CUDA against the interpreter."""
+
+    bytes_equal: bool
+    kept_equal: bool
+    kept_cuda: int
+    kept_interpreter: int
+
+
+@dataclass(frozen=True)
+class RowMatch:
+    case: str
+    row: int  # row index in the CUDA bundle's case
+    sides: dict[str, SideMatch]
+
+
 def _row_inputs(bundle: Bundle, ids: set[str]) -> dict[tuple[str, str], tuple[int, str]]:
     """(case id, label) -> (row index, sha256 of that row's logits and p bytes)."""
     out: dict[tuple[str, str], tuple[int, str]] = {}
@@ -210,54 +226,154 @@ def _row_inputs(bundle: Bundle, ids: set[str]) -> dict[tuple[str, str], tuple[in
     return out
 
 
-def _kept(bundle: Bundle, side: str, case_id: str, row: int, vocab: int) -> frozenset[int] | None:
+def _row_output(bundle: Bundle, side: str, case_id: str, row: int, vocab: int) -> bytes | None:
     name = output_name(side, case_id)
     if name not in bundle.artifacts.subjects:
-        return None
-    data = bundle.artifacts.raw(name)[4 * vocab * row : 4 * vocab * (row + 1)]
+        return None  # that side failed for the case: no output file
+    return bundle.artifacts.raw(name)[4 * vocab * row : 4 * vocab * (row + 1)]
+
+
+def _kept(row_bytes: bytes) -> frozenset[int]:
     neg_inf = b"\x00\x00\x80\xff"
-    return frozenset(i for i in range(vocab) if data[4 * i : 4 * i + 4] != neg_inf)
+    return frozenset(i for i in range(len(row_bytes) // 4)
+                     if row_bytes[4 * i : 4 * i + 4] != neg_inf)
 
 
-def compare_section(cuda: Bundle, interp: Bundle) -> list[str]:
-    """How CUDA and interpreter outputs compare on rows with identical captured bytes."""
+def shared_rows(cuda: Bundle, interp: Bundle) -> list[RowMatch]:
+    """Rows both bundles hold with the same case id and label and identical captured
+    logits and p bytes, with each side's outputs compared (bytes and kept set)."""
     ids = {c["id"] for c in cuda.cases} & {c["id"] for c in interp.cases}
     a, b = _row_inputs(cuda, ids), _row_inputs(interp, ids)
     vocab = {c["id"]: int(c["vocab"]) for c in cuda.cases}
-    shared = sorted(k for k in a.keys() & b.keys() if a[k][1] == b[k][1])
-    title = f"### CUDA (`{cuda.name}`) against the interpreter (`{interp.name}`)"
-    if not shared:
-        return [title, "", "- No rows with identical captured bytes (same case id, label, "
-                "logits and p) in both bundles.", ""]
-    lines = [title, "",
-             f"- {len(shared)} row(s) share case id, label and identical captured logits and "
-             f"p bytes ({', '.join(sorted({k[0] for k in shared}))})."]
-    for side in SIDES:
-        same_count = same_set = compared = 0
-        for key in shared:
-            ka = _kept(cuda, side, key[0], a[key][0], vocab[key[0]])
-            kb = _kept(interp, side, key[0], b[key][0], vocab[key[0]])
-            if ka is None or kb is None:
+    matches = []
+    for key in sorted(k for k in a.keys() & b.keys() if a[k][1] == b[k][1]):
+        case_id, (row_a, _), (row_b, _) = key[0], a[key], b[key]
+        sides = {}
+        for side in SIDES:
+            out_a = _row_output(cuda, side, case_id, row_a, vocab[case_id])
+            out_b = _row_output(interp, side, case_id, row_b, vocab[case_id])
+            if out_a is None or out_b is None:
                 continue
-            compared += 1
-            same_count += len(ka) == len(kb)
-            same_set += ka == kb
-        lines.append(f"- {side}: same kept count on {same_count} of {compared}, identical kept "
-                     f"set on {same_set} of {compared}.")
-    return lines + [""]
+            kept_a, kept_b = _kept(out_a), _kept(out_b)
+            sides[side] = SideMatch(out_a == out_b, kept_a == kept_b, len(kept_a), len(kept_b))
+        matches.append(RowMatch(case_id, row_a, sides))
+    return sorted(matches, key=lambda m: (m.case, m.row))
 
 
-def generate(bundles_dir: Path, display: Path | None = None) -> str:
+_SIDE_KEYS = {"bytes_equal": bool, "kept_equal": bool, "kept_cuda": int,
+              "kept_interpreter": int}
+
+
+def load_comparison(path: Path) -> list[RowMatch]:
+    """``benchmarks/cuda_vs_interpreter.json``: ``{"rows": [{"case": ID, "row": INDEX,
+    "stock": SIDE, "patched": SIDE}, ...]}`` (or the list alone), where SIDE is
+    ``{"bytes_equal": bool, "kept_equal": bool, "kept_cuda": int, "kept_interpreter": int}``;
+    a side may be absent (no output to compare). Anything else is refused (exit 2)."""
+    shape = ('{"rows": [{"case", "row", "stock"/"patched": {"bytes_equal", "kept_equal", '
+             '"kept_cuda", "kept_interpreter"}}]}')
+    try:
+        document = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ResultsError(f"{path} is not JSON ({err})") from None
+    rows = document.get("rows") if isinstance(document, dict) else document
+    if not isinstance(rows, list):
+        raise ResultsError(f"{path}: expected {shape}")
+    out = []
+    for i, entry in enumerate(rows):
+        where = f"{path}: rows[{i}]"
+        if not (isinstance(entry, dict) and isinstance(entry.get("case"), str)
+                and type(entry.get("row")) is int):
+            raise ResultsError(f"{where} needs a string case and an integer row; "
+                               f"expected {shape}")
+        sides = {}
+        for side in SIDES:
+            value = entry.get(side)
+            if value is None:
+                continue
+            if not isinstance(value, dict) or any(type(value.get(k)) is not t
+                                                  for k, t in _SIDE_KEYS.items()):
+                raise ResultsError(f"{where}.{side} needs "
+                                   + ", ".join(f"{k} ({t.__name__})"
+                                               for k, t in _SIDE_KEYS.items()))
+            sides[side] = SideMatch(**{k: value[k] for k in _SIDE_KEYS})
+        out.append(RowMatch(entry["case"], entry["row"], sides))
+    return out
+
+
+def _match_lines(matches: Sequence[RowMatch]) -> list[str]:
+    """Per side: identical output bytes, equal kept sets, equal kept counts; and every row
+    whose kept count differs, with both counts."""
+    lines = []
+    for side in SIDES:
+        pairs = [(m, m.sides[side]) for m in matches if side in m.sides]
+        if not pairs:
+            lines.append(f"- {side}: no row with outputs on both backends.")
+            continue
+        n = len(pairs)
+        same_bytes = sum(s.bytes_equal for _, s in pairs)
+        same_set = sum(s.kept_equal for _, s in pairs)
+        same_count = sum(s.kept_cuda == s.kept_interpreter for _, s in pairs)
+        counts = sorted({(s.kept_cuda, s.kept_interpreter) for _, s in pairs})
+        shown = ", ".join(f"{c}/{i}" for c, i in counts[:6])
+        more = f" and {len(counts) - 6} more pairs" if len(counts) > 6 else ""
+        line = (f"- {side}: output bytes identical on {same_bytes} of {n}, kept set equal on "
+                f"{same_set} of {n}, kept count equal on {same_count} of {n} "
+                f"(kept counts CUDA/interpreter seen: {shown}{more}).")
+        differ = [f"{m.case}[{m.row}] {s.kept_cuda}/{s.kept_interpreter}"
+                  for m, s in pairs if s.kept_cuda != s.kept_interpreter]
+        if differ:
+            line = line[:-1] + "; counts differ on " + ", ".join(differ[:10]) + (
+                f" and {len(differ) - 10} more" if len(differ) > 10 else "") + "."
+        lines.append(line)
+    return lines
+
+
+def compare_section(cuda: Bundle, interp: Bundle) -> list[str]:
+    """How CUDA and interpreter outputs compare on the rows both bundles hold with
+    identical captured bytes."""
+    matches = shared_rows(cuda, interp)
+    title = f"### CUDA (`{cuda.name}`) against the interpreter (`{interp.name}`)"
+    if not matches:
+        return [title, "", "- No shared rows: no row is in both bundles with the same case id, "
+                "label and identical captured logits and p bytes.", ""]
+    cases = sorted({m.case for m in matches})
+    return [title, "",
+            f"- {len(matches)} shared row(s): same case id and label and identical captured "
+            f"logits and p bytes ({', '.join(cases)}; CUDA rows "
+            f"{', '.join(str(m.row) for m in matches)}).",
+            *_match_lines(matches), ""]
+
+
+def comparison_file_section(path: Path, display: Path) -> list[str]:
+    """The optional comparison made outside the bundles (the interpreter rerun on a CUDA
+    bundle's captured bytes); absent file, no section."""
+    if not path.is_file():
+        return []
+    matches = load_comparison(path)
+    title = f"### CUDA against the interpreter on the same captured bytes (`{display.as_posix()}`)"
+    if not matches:
+        return [title, "", "- The file compares no rows.", ""]
+    cases = sorted({m.case for m in matches})
+    return [title, "",
+            f"- {len(matches)} row(s) of {len(cases)} case(s) ({', '.join(cases[:8])}"
+            f"{', ...' if len(cases) > 8 else ''}). Not a signed bundle: this file is the "
+            "comparison script's output, not checked by `topp-gate verify`.",
+            *_match_lines(matches), ""]
+
+
+def generate(bundles_dir: Path, display: Path | None = None, *,
+             public_key: Ed25519PublicKey, comparison: Path | None = None,
+             comparison_display: Path | None = None) -> str:
     """The whole section, markers included."""
     paths = sorted(p for p in bundles_dir.glob("*") if p.is_dir() and (p / RECEIPT).is_file())
     if not paths:
         raise ResultsError(f"no bundle (a folder with {RECEIPT}) under {bundles_dir}")
-    bundles = [load_bundle(p) for p in paths]
+    bundles = [load_bundle(p, public_key) for p in paths]
     shown = display if display is not None else bundles_dir
     lines = [BEGIN, "## Results", "",
-             "Generated by `scripts/results_section.py` from the committed bundles' receipts "
-             "and results; not typed by hand. `topp-gate verify` checks each bundle's "
-             "signature and reruns its oracle and gate.", ""]
+             "Generated by `scripts/results_section.py` from the committed bundles' signed "
+             "receipts and results; not typed by hand. `topp-gate verify` checks each "
+             "bundle's signature and reruns its oracle and gate.", ""]
     for bundle in bundles:
         lines += bundle_section(bundle, shown)
     cuda = [b for b in bundles if not summarize(b.inputs)["interpreter"]]
@@ -266,8 +382,10 @@ def generate(bundles_dir: Path, display: Path | None = None) -> str:
         for i in interp:
             lines += compare_section(c, i)
     if not (cuda and interp):
-        lines += ["No CUDA and interpreter bundle pair is committed yet, so no cross-backend "
-                  "comparison.", ""]
+        lines += ["No CUDA and interpreter bundle pair is committed, so the bundles share "
+                  "no rows to compare across backends.", ""]
+    if comparison is not None:
+        lines += comparison_file_section(comparison, comparison_display or comparison)
     return "\n".join(lines).rstrip("\n") + "\n" + END + "\n"
 
 
@@ -286,6 +404,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundles", type=Path, default=None,
                         help="folder of bundles (default: evidence/bundles in the repository)")
+    parser.add_argument("--pubkey", type=Path, default=None,
+                        help="the bundles' signer's public key (default: "
+                        "evidence/keys/topp-gate-evidence.pub in the repository)")
+    parser.add_argument("--comparison", type=Path, default=None,
+                        help="CUDA-versus-interpreter comparison file, used when it exists "
+                        "(default: benchmarks/cuda_vs_interpreter.json in the repository)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", type=Path, metavar="README",
                       help="exit 1 when README's results section differs from the generated one")
@@ -294,8 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     bundles = args.bundles if args.bundles is not None else ROOT / DEFAULT_BUNDLES
     display = DEFAULT_BUNDLES if args.bundles is None else args.bundles
+    comparison = args.comparison if args.comparison is not None else ROOT / DEFAULT_COMPARISON
+    comparison_display = DEFAULT_COMPARISON if args.comparison is None else args.comparison
     try:
-        section = generate(bundles, display)
+        public_key = load_public_key(args.pubkey if args.pubkey is not None
+                                     else ROOT / DEFAULT_PUBKEY)
+        section = generate(bundles, display, public_key=public_key, comparison=comparison,
+                           comparison_display=comparison_display)
         if args.check is None and args.write is None:
             sys.stdout.write(section)
             return 0

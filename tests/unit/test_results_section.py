@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import struct
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ sys.path.insert(0, str(ROOT / "tests" / "assets"))
 import synthetic  # noqa: E402
 
 from harness.bundle import write_bundle  # noqa: E402
-from harness.keys import load_private_key  # noqa: E402
+from harness.keys import load_private_key, load_public_key  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("results_section",
                                                ROOT / "scripts" / "results_section.py")
@@ -48,8 +49,37 @@ def _readme(tmp_path: Path, section: str) -> Path:
     return readme
 
 
+PUB = load_public_key(synthetic.SIGNING_PUB)
+
+
+def _args(bundles: Path, *rest: str, comparison: Path | None = None) -> list[str]:
+    return ["--bundles", str(bundles), "--pubkey", str(synthetic.SIGNING_PUB),
+            "--comparison", str(comparison or bundles / "no-comparison.json"), *rest]
+
+
+def test_committed_bundles_read_through_both_codecs(tmp_path: Path) -> None:
+    """The real committed bundles (CUDA on an H200; Triton's interpreter), checked with the
+    project's public key. Their shared rows are forced-v32000 rows whose logits are stored
+    as xz and p as zlib: both are decoded and digest-checked to compare them."""
+    bundles = ROOT / "evidence" / "bundles"
+    cuda = bundles / "h200-forced-logit-gate-cuda-20261129"
+    smoke = bundles / "smoke-interpreter-20261129"
+    if not (cuda.is_dir() and smoke.is_dir()):
+        pytest.skip("the committed evidence bundles are not in this checkout")
+    for bundle in (cuda, smoke):
+        suffixes = {p.name.rsplit(".", 1)[1] for p in (bundle / "inputs").iterdir()}
+        assert suffixes == {"xz", "zz"}
+    pub = load_public_key(ROOT / "evidence" / "keys" / "topp-gate-evidence.pub")
+    text = results_section.generate(bundles, public_key=pub,
+                                    comparison=tmp_path / "absent.json")
+    assert "- Backend: cuda on NVIDIA H200." in text
+    assert "### CUDA (`h200-forced-logit-gate-cuda-20261129`) against the interpreter " \
+           "(`smoke-interpreter-20261129`)" in text
+    assert "shared row(s): same case id and label and identical captured logits" in text
+
+
 def test_section_holds_the_figures(bundles: Path) -> None:
-    text = results_section.generate(bundles)
+    text = results_section.generate(bundles, public_key=PUB)
     assert text.startswith(results_section.BEGIN + "\n## Results")
     assert text.endswith(results_section.END + "\n")
     assert "### synthetic-test-fixture" in text and "### synthetic-cuda" in text
@@ -60,22 +90,61 @@ def test_section_holds_the_figures(bundles: Path) -> None:
     assert "Triton's interpreter on the CPU (not GPU evidence)" in text
     assert "0 better, 3 equal, 0 worse" in text
     assert "### CUDA (`h200`) against the interpreter (`smoke`)" in text
-    assert "- 7 row(s) share case id, label and identical captured logits" in text
-    assert "- stock: same kept count on 7 of 7, identical kept set on 7 of 7." in text
+    assert "- 7 shared row(s): same case id and label and identical captured logits" in text
+    assert ("- stock: output bytes identical on 7 of 7, kept set equal on 7 of 7, kept count "
+            "equal on 7 of 7") in text
+    assert "cuda_vs_interpreter" not in text  # no comparison file given
+
+
+def test_rows_with_other_bytes_or_outputs_are_told_apart(tmp_path: Path) -> None:
+    """A 'cuda' bundle whose patched output differs on one row from the interpreter's, and
+    whose ordinary case holds other captured bytes: only identical-input rows are shared,
+    and the differing output is counted as such."""
+    root = tmp_path / "bundles"
+    root.mkdir()
+    synthetic.write(root / "smoke")
+    base = synthetic.content()
+    cuda_manifest = dict(synthetic.MANIFEST, name="synthetic-cuda",
+                         backend={**synthetic.MANIFEST["backend"], "required": "cuda"})
+    case = "ordinary-s1-b3-v100"
+    logits = bytearray(base.inputs[f"inputs/{case}.logits.f32"])
+    logits[0:4] = struct.pack("<f", struct.unpack("<f", logits[0:4])[0] + 1.0)  # row 0 only
+    patched = bytearray(base.outputs["patched"]["forced-v64"])
+    patched[0:4] = struct.pack("<f", float("-inf")) if patched[0:4] != b"\x00\x00\x80\xff" \
+        else struct.pack("<f", 0.5)  # forced row 0, token 0: kept <-> masked
+    content = dataclasses.replace(
+        base, manifest=(json.dumps(cuda_manifest, indent=2) + "\n").encode(),
+        inputs={**base.inputs, f"inputs/{case}.logits.f32": bytes(logits)},
+        outputs={**base.outputs, "patched": {**base.outputs["patched"],
+                                             "forced-v64": bytes(patched)}})
+    # rows.json is not judged again: the generator reads outputs, it does not rerun the gate
+    write_bundle(root / "h200", content, load_private_key(synthetic.SIGNING_KEY),
+                 max_bytes=None)
+    matches = results_section.shared_rows(
+        results_section.load_bundle(root / "h200", PUB),
+        results_section.load_bundle(root / "smoke", PUB))
+    assert [(m.case, m.row) for m in matches] == [
+        ("forced-v64", 0), ("forced-v64", 1), ("forced-v64", 2), ("forced-v64", 3),
+        (case, 1), (case, 2)]
+    first = matches[0].sides["patched"]
+    assert (first.bytes_equal, first.kept_equal) == (False, False)
+    assert abs(first.kept_cuda - first.kept_interpreter) == 1
+    assert all(m.sides["stock"].bytes_equal for m in matches)
+    assert all(m.sides["patched"].bytes_equal for m in matches[1:])
 
 
 def test_check_passes_on_current_and_fails_on_stale(bundles: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    section = results_section.generate(bundles)
+    section = results_section.generate(bundles, public_key=PUB)
     readme = _readme(tmp_path, section)
-    assert results_section.main(["--bundles", str(bundles), "--check", str(readme)]) == 0
+    assert results_section.main(_args(bundles, "--check", str(readme))) == 0
 
     stale = _readme(tmp_path, section.replace("**PASS**", "**STOP**", 1))
-    assert results_section.main(["--bundles", str(bundles), "--check", str(stale)]) == 1
+    assert results_section.main(_args(bundles, "--check", str(stale))) == 1
     assert "out of date" in capsys.readouterr().err
 
-    assert results_section.main(["--bundles", str(bundles), "--write", str(stale)]) == 0
-    assert results_section.main(["--bundles", str(bundles), "--check", str(stale)]) == 0
+    assert results_section.main(_args(bundles, "--write", str(stale))) == 0
+    assert results_section.main(_args(bundles, "--check", str(stale))) == 0
     assert stale.read_text("utf-8").endswith("\n## After\n\ntext\n")
 
 
@@ -84,7 +153,7 @@ def test_check_refuses_missing_markers_and_tampered_bundles(bundles: Path, tmp_p
                                                             ) -> None:
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n", "utf-8")
-    assert results_section.main(["--bundles", str(bundles), "--check", str(readme)]) == 2
+    assert results_section.main(_args(bundles, "--check", str(readme))) == 2
     assert "results:begin" in capsys.readouterr().err
 
     import shutil
@@ -93,10 +162,62 @@ def test_check_refuses_missing_markers_and_tampered_bundles(bundles: Path, tmp_p
     shutil.copytree(bundles / "smoke", copy / "smoke")
     rows = copy / "smoke" / "results" / "rows.json"
     rows.write_bytes(rows.read_bytes().replace(b"true", b"True", 1))  # same size, new bytes
-    assert results_section.main(["--bundles", str(copy)]) == 2
-    assert "does not match its receipt digest" in capsys.readouterr().err
+    assert results_section.main(_args(copy)) == 2
+    err = capsys.readouterr().err
+    assert "binding_mismatch: sha256 of stored results/rows.json" in err
+
+
+def test_a_bundle_signed_by_another_key_is_refused(bundles: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    args = _args(bundles)
+    args[args.index("--pubkey") + 1] = str(synthetic.OTHER_PUB)
+    assert results_section.main(args) == 2
+    assert "bad_signature" in capsys.readouterr().err
 
 
 def test_no_bundles_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert results_section.main(["--bundles", str(tmp_path)]) == 2
+    assert results_section.main(_args(tmp_path)) == 2
     assert "no bundle" in capsys.readouterr().err
+
+
+def _comparison(path: Path, rows: object) -> Path:
+    path.write_text(json.dumps(rows), "utf-8")
+    return path
+
+
+def test_comparison_file_is_summarized(bundles: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    def side(same: bool, cuda: int, interp: int) -> dict[str, object]:
+        return {"bytes_equal": same, "kept_equal": same, "kept_cuda": cuda,
+                "kept_interpreter": interp}
+
+    path = _comparison(tmp_path / "cmp.json", {"rows": [
+        {"case": "ordinary-a", "row": 0, "stock": side(True, 5, 5), "patched": side(True, 4, 4)},
+        {"case": "ordinary-a", "row": 1, "stock": side(False, 7, 6),
+         "patched": side(False, 3, 3)},
+        {"case": "forced-b", "row": 2, "stock": side(True, 0, 0)},
+    ]})
+    assert results_section.main(_args(bundles, comparison=path)) == 0
+    out = capsys.readouterr().out
+    assert "### CUDA against the interpreter on the same captured bytes" in out
+    assert "- 3 row(s) of 2 case(s) (forced-b, ordinary-a)." in out
+    assert ("- stock: output bytes identical on 2 of 3, kept set equal on 2 of 3, kept count "
+            "equal on 2 of 3 (kept counts CUDA/interpreter seen: 0/0, 5/5, 7/6); counts "
+            "differ on ordinary-a[1] 7/6.") in out
+    assert ("- patched: output bytes identical on 1 of 2, kept set equal on 1 of 2, kept "
+            "count equal on 2 of 2") in out
+
+
+@pytest.mark.parametrize("rows, message", [
+    ({"rows": {"case": "x"}}, "expected"),
+    ([{"case": "x", "row": "0"}], "rows[0] needs a string case and an integer row"),
+    ([{"case": "x", "row": 0, "stock": {"bytes_equal": 1, "kept_equal": True,
+                                       "kept_cuda": 1, "kept_interpreter": 1}}],
+     "rows[0].stock needs bytes_equal (bool)"),
+])
+def test_malformed_comparison_file_is_bad_input(bundles: Path, tmp_path: Path, rows: object,
+                                                message: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = _comparison(tmp_path / "cmp.json", rows)
+    assert results_section.main(_args(bundles, comparison=path)) == 2
+    assert message in capsys.readouterr().err
