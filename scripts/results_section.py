@@ -14,8 +14,9 @@ CUDA and an interpreter bundle hold) is decoded by the codec the receipt records
 checked against both receipt digests first. It does not rerun the oracle and gate:
 ``topp-gate verify`` does that, and CI runs it on every committed bundle.
 
-When ``benchmarks/cuda_vs_interpreter.json`` exists (``--comparison FILE`` to change), its
-per-row CUDA-versus-interpreter results are summarized too (see :func:`load_comparison`).
+When ``benchmarks/cuda_vs_interpreter.json`` exists (``--comparison FILE`` to change), the
+per-row CUDA-versus-interpreter results ``benchmarks/cuda_vs_interpreter.py --json`` wrote
+are summarized too (see :func:`load_comparison`).
 
 The README holds the section between ``<!-- results:begin -->`` and
 ``<!-- results:end -->``; nothing between the markers is typed by hand.
@@ -260,44 +261,53 @@ def shared_rows(cuda: Bundle, interp: Bundle) -> list[RowMatch]:
     return sorted(matches, key=lambda m: (m.case, m.row))
 
 
-_SIDE_KEYS = {"bytes_equal": bool, "kept_equal": bool, "kept_cuda": int,
-              "kept_interpreter": int}
+COMPARISON_SCHEMA = "topp-gate/cuda-vs-interpreter/v1"
+_ROW_KEYS = {"case": str, "row": int, "side": str, "byte_identical": bool,
+             "kept_sets_equal": bool, "kept_cuda": int, "kept_interpreter": int}
 
 
-def load_comparison(path: Path) -> list[RowMatch]:
-    """``benchmarks/cuda_vs_interpreter.json``: ``{"rows": [{"case": ID, "row": INDEX,
-    "stock": SIDE, "patched": SIDE}, ...]}`` (or the list alone), where SIDE is
-    ``{"bytes_equal": bool, "kept_equal": bool, "kept_cuda": int, "kept_interpreter": int}``;
-    a side may be absent (no output to compare). Anything else is refused (exit 2)."""
-    shape = ('{"rows": [{"case", "row", "stock"/"patched": {"bytes_equal", "kept_equal", '
-             '"kept_cuda", "kept_interpreter"}}]}')
+@dataclass(frozen=True)
+class Comparison:
+    bundle: str  # the CUDA bundle the interpreter was compared with, as the file names it
+    rows: list[RowMatch]
+    problems: list[str]  # planned rows that were not compared, and why
+
+
+def load_comparison(path: Path) -> Comparison:
+    """What ``benchmarks/cuda_vs_interpreter.py --json`` writes (schema
+    ``topp-gate/cuda-vs-interpreter/v1``): ``bundle.path``, ``problems`` (strings) and
+    ``rows``, one per compared row and side, each with at least ``case``, ``row``, ``side``,
+    ``byte_identical``, ``kept_sets_equal``, ``kept_cuda`` and ``kept_interpreter``. Rows
+    are grouped by (case, row). Anything else is refused (exit 2)."""
     try:
         document = json.loads(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ResultsError(f"{path} is not JSON ({err})") from None
-    rows = document.get("rows") if isinstance(document, dict) else document
-    if not isinstance(rows, list):
-        raise ResultsError(f"{path}: expected {shape}")
-    out = []
+    if not isinstance(document, dict) or document.get("schema") != COMPARISON_SCHEMA:
+        raise ResultsError(f"{path}: not a {COMPARISON_SCHEMA} document "
+                           "(benchmarks/cuda_vs_interpreter.py --json)")
+    rows, problems = document.get("rows"), document.get("problems", [])
+    bundle = document.get("bundle", {}).get("path") if isinstance(document.get("bundle"),
+                                                                  dict) else None
+    if not isinstance(rows, list) or not isinstance(problems, list) \
+            or not all(isinstance(p, str) for p in problems) or not isinstance(bundle, str):
+        raise ResultsError(f"{path}: needs a rows list, a problems list of strings and "
+                           "bundle.path")
+    grouped: dict[tuple[str, int], dict[str, SideMatch]] = {}
     for i, entry in enumerate(rows):
-        where = f"{path}: rows[{i}]"
-        if not (isinstance(entry, dict) and isinstance(entry.get("case"), str)
-                and type(entry.get("row")) is int):
-            raise ResultsError(f"{where} needs a string case and an integer row; "
-                               f"expected {shape}")
-        sides = {}
-        for side in SIDES:
-            value = entry.get(side)
-            if value is None:
-                continue
-            if not isinstance(value, dict) or any(type(value.get(k)) is not t
-                                                  for k, t in _SIDE_KEYS.items()):
-                raise ResultsError(f"{where}.{side} needs "
-                                   + ", ".join(f"{k} ({t.__name__})"
-                                               for k, t in _SIDE_KEYS.items()))
-            sides[side] = SideMatch(**{k: value[k] for k in _SIDE_KEYS})
-        out.append(RowMatch(entry["case"], entry["row"], sides))
-    return out
+        bad = [k for k, t in _ROW_KEYS.items()
+               if not isinstance(entry, dict) or type(entry.get(k)) is not t]
+        if bad or entry["side"] not in SIDES:
+            needs = ", ".join(f"{k} ({t.__name__})" for k, t in _ROW_KEYS.items())
+            raise ResultsError(f"{path}: rows[{i}] needs {needs}, side stock or patched")
+        sides = grouped.setdefault((entry["case"], entry["row"]), {})
+        if entry["side"] in sides:
+            raise ResultsError(f"{path}: rows[{i}] repeats {entry['case']}[{entry['row']}] "
+                               f"{entry['side']}")
+        sides[entry["side"]] = SideMatch(entry["byte_identical"], entry["kept_sets_equal"],
+                                         entry["kept_cuda"], entry["kept_interpreter"])
+    return Comparison(bundle, [RowMatch(c, r, sides) for (c, r), sides in sorted(grouped.items())],
+                      list(problems))
 
 
 def _match_lines(matches: Sequence[RowMatch]) -> list[str]:
@@ -349,16 +359,24 @@ def comparison_file_section(path: Path, display: Path) -> list[str]:
     bundle's captured bytes); absent file, no section."""
     if not path.is_file():
         return []
-    matches = load_comparison(path)
-    title = f"### CUDA against the interpreter on the same captured bytes (`{display.as_posix()}`)"
-    if not matches:
-        return [title, "", "- The file compares no rows.", ""]
+    comparison = load_comparison(path)
+    matches = comparison.rows
     cases = sorted({m.case for m in matches})
-    return [title, "",
-            f"- {len(matches)} row(s) of {len(cases)} case(s) ({', '.join(cases[:8])}"
-            f"{', ...' if len(cases) > 8 else ''}). Not a signed bundle: this file is the "
-            "comparison script's output, not checked by `topp-gate verify`.",
-            *_match_lines(matches), ""]
+    lines = [f"### CUDA (`{comparison.bundle}`) against the interpreter on the same captured "
+             f"bytes (`{display.as_posix()}`)", "",
+             f"- {len(matches)} row(s) of {len(cases)} case(s) compared"
+             + (f" ({', '.join(cases[:8])}{', ...' if len(cases) > 8 else ''})" if cases
+                else "")
+             + ": the interpreter ran on rows cut from the bundle's captured bytes and was "
+             "compared with the bundle's CUDA outputs. Not a signed bundle: the file is "
+             "`benchmarks/cuda_vs_interpreter.py`'s output, which `topp-gate verify` does not "
+             "check."]
+    if matches:
+        lines += _match_lines(matches)
+    if comparison.problems:
+        lines.append(f"- Not compared ({len(comparison.problems)}): "
+                     + "; ".join(comparison.problems) + ".")
+    return lines + [""]
 
 
 def generate(bundles_dir: Path, display: Path | None = None, *,

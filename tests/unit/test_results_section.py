@@ -180,44 +180,63 @@ def test_no_bundles_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "no bundle" in capsys.readouterr().err
 
 
-def _comparison(path: Path, rows: object) -> Path:
-    path.write_text(json.dumps(rows), "utf-8")
+def _comparison(path: Path, rows: object, problems: object = ()) -> Path:
+    """A file shaped as benchmarks/cuda_vs_interpreter.py --json writes it."""
+    document = {"schema": "topp-gate/cuda-vs-interpreter/v1",
+                "bundle": {"path": "evidence/bundles/h200"}, "rows": rows,
+                "problems": list(problems) if isinstance(problems, tuple) else problems}
+    path.write_text(json.dumps(document), "utf-8")
     return path
+
+
+def _row(case: str, row: int, side: str, same: bool, cuda: int, interp: int
+         ) -> dict[str, object]:
+    return {"case": case, "row": row, "side": side, "label": "x", "byte_identical": same,
+            "kept_sets_equal": same, "kept_cuda": cuda, "kept_interpreter": interp,
+            "oracle_count": cuda, "slices": 16}
 
 
 def test_comparison_file_is_summarized(bundles: Path, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    def side(same: bool, cuda: int, interp: int) -> dict[str, object]:
-        return {"bytes_equal": same, "kept_equal": same, "kept_cuda": cuda,
-                "kept_interpreter": interp}
-
-    path = _comparison(tmp_path / "cmp.json", {"rows": [
-        {"case": "ordinary-a", "row": 0, "stock": side(True, 5, 5), "patched": side(True, 4, 4)},
-        {"case": "ordinary-a", "row": 1, "stock": side(False, 7, 6),
-         "patched": side(False, 3, 3)},
-        {"case": "forced-b", "row": 2, "stock": side(True, 0, 0)},
-    ]})
+    path = _comparison(tmp_path / "cmp.json", [
+        _row("ordinary-a", 0, "stock", True, 5, 5), _row("ordinary-a", 0, "patched", True, 4, 4),
+        _row("ordinary-a", 1, "stock", False, 7, 6),
+        _row("ordinary-a", 1, "patched", False, 3, 3),
+        _row("forced-b", 2, "stock", True, 0, 0),
+    ], problems=("forced-c patched: interpreter timeout: over 600 s",))
     assert results_section.main(_args(bundles, comparison=path)) == 0
     out = capsys.readouterr().out
-    assert "### CUDA against the interpreter on the same captured bytes" in out
-    assert "- 3 row(s) of 2 case(s) (forced-b, ordinary-a)." in out
+    assert ("### CUDA (`evidence/bundles/h200`) against the interpreter on the same captured "
+            f"bytes (`{path}`)") in out
+    assert "- 3 row(s) of 2 case(s) compared (forced-b, ordinary-a): " in out
     assert ("- stock: output bytes identical on 2 of 3, kept set equal on 2 of 3, kept count "
             "equal on 2 of 3 (kept counts CUDA/interpreter seen: 0/0, 5/5, 7/6); counts "
             "differ on ordinary-a[1] 7/6.") in out
     assert ("- patched: output bytes identical on 1 of 2, kept set equal on 1 of 2, kept "
             "count equal on 2 of 2") in out
+    assert "- Not compared (1): forced-c patched: interpreter timeout: over 600 s." in out
 
 
-@pytest.mark.parametrize("rows, message", [
-    ({"rows": {"case": "x"}}, "expected"),
-    ([{"case": "x", "row": "0"}], "rows[0] needs a string case and an integer row"),
-    ([{"case": "x", "row": 0, "stock": {"bytes_equal": 1, "kept_equal": True,
-                                       "kept_cuda": 1, "kept_interpreter": 1}}],
-     "rows[0].stock needs bytes_equal (bool)"),
+@pytest.mark.parametrize("rows, problems, message", [
+    ({"case": "x"}, (), "needs a rows list"),
+    ([], "none", "needs a rows list"),
+    ([{**_row("x", 0, "stock", True, 1, 1), "row": "0"}], (), "rows[0] needs case (str)"),
+    ([{**_row("x", 0, "stock", True, 1, 1), "byte_identical": 1}], (), "rows[0] needs"),
+    ([_row("x", 0, "both", True, 1, 1)], (), "side stock or patched"),
+    ([_row("x", 0, "stock", True, 1, 1)] * 2, (), "rows[1] repeats x[0] stock"),
 ])
 def test_malformed_comparison_file_is_bad_input(bundles: Path, tmp_path: Path, rows: object,
-                                                message: str,
+                                                problems: object, message: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    path = _comparison(tmp_path / "cmp.json", rows)
+    path = _comparison(tmp_path / "cmp.json", rows, problems)
     assert results_section.main(_args(bundles, comparison=path)) == 2
     assert message in capsys.readouterr().err
+
+
+def test_comparison_file_of_another_schema_is_bad_input(bundles: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    path = tmp_path / "cmp.json"
+    path.write_text(json.dumps({"rows": []}), "utf-8")
+    assert results_section.main(_args(bundles, comparison=path)) == 2
+    assert "not a topp-gate/cuda-vs-interpreter/v1 document" in capsys.readouterr().err
