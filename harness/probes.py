@@ -188,7 +188,9 @@ def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
                                 encode(rows), encode(ps), encode(stock), encode(patched), True))
     results = judge_cases(judged)
     evidence = {side: (json.dumps({"probe": True, "side": side, "backend": "interpreter",
-                                   "interpreter": True, "split": {"proven": True}}, indent=2)
+                                   "interpreter": True,
+                                   "cases": [{"id": c.id, "split": {"proven": True}}
+                                             for c in layout]}, indent=2)
                        + "\n").encode() for side in ("stock", "patched")}
     return BundleContent(
         manifest=raw, cases=render_cases_index(layout), case_ids=[c.id for c in layout],
@@ -620,7 +622,7 @@ def _p_configuration_changed(work: Path) -> str:
 
 def _p_dispatch_changed(work: Path) -> str:
     def change(ev: Any) -> None:
-        ev["split"]["proven"] = False
+        ev["cases"][0]["split"]["proven"] = False
     fx = _fx(work)
     stored = fx.stored("outputs/patched/evidence.json")
     return _verify_copy(fx, work, "dispatch-changed", _edit_json(stored, change),
@@ -629,15 +631,15 @@ def _p_dispatch_changed(work: Path) -> str:
 
 def _p_split_flag_resigned(work: Path) -> str:
     """The receipt says the split path was not taken, re-signed by the same key: the
-    per-row results it signs were judged with the split path (a forced row must keep
-    exactly one token only there), so the verifier's rerun under the new flag differs."""
+    signed kernel evidence proves the split path for every case, so the flag no longer
+    matches what it must be derived from."""
     fx = _fx(work)
 
     def change(statement: dict[str, Any]) -> None:
         for case in statement["predicate"]["cases"]:
             case["split_path"] = False
     return _verify_copy(fx, work, "split-flag-resigned", _resign(change, fx.key),
-                        because="rerun of row forced-v32[")
+                        because="split-path flag vs the kernel evidence")
 
 
 def _p_swapped_sides(work: Path) -> str:

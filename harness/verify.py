@@ -369,6 +369,41 @@ def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
                                        pins["kernel_sha256"], str(imported))
 
 
+def _proven_cases(evidence: Any) -> dict[str, bool]:
+    """Case id -> whether that side's signed evidence proves the split path for it."""
+    if not isinstance(evidence, dict) or not isinstance(evidence.get("cases"), list):
+        return {}
+    return {str(record.get("id")): bool((record.get("split") or {}).get("proven"))
+            for record in evidence["cases"] if isinstance(record, dict)}
+
+
+def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
+    """The path that ran is the manifest's: each side's backend, and every case's split-path
+    flag equal to what both sides' evidence proves; a case the manifest requires on the
+    split path but that lacks proof must have stopped the run."""
+    required = manifest.backend["required"]
+    proven: dict[str, dict[str, bool]] = {}
+    for side in SIDES:
+        evidence = predicate["kernel_path"][side]
+        if isinstance(evidence, dict) and "backend" in evidence \
+                and evidence["backend"] != required:
+            raise BindingMismatchError(f"{side} backend vs the manifest's", str(required),
+                                       str(evidence["backend"]))
+        proven[side] = _proven_cases(evidence)
+    must_split = bool(manifest.backend.get("split_path_required", True))
+    for entry in predicate["cases"]:
+        case_id = entry["id"]
+        expected = all(proven[side].get(case_id, False) for side in SIDES)
+        if entry["split_path"] != expected:
+            raise BindingMismatchError(f"case {case_id} split-path flag vs the kernel evidence",
+                                       str(entry["split_path"]), f"evidence proving {expected}")
+        both_ok = all(entry[side] == "ok" for side in SIDES)
+        if must_split and both_ok and not expected \
+                and "split_path_not_taken" not in predicate["run_stops"]:
+            raise BindingMismatchError(f"case {case_id} without split-path proof",
+                                       "a split_path_not_taken stop", "no such stop")
+
+
 def _size_cap(artifacts: _Artifacts, manifest: Any,
               predicate: dict[str, Any]) -> None:
     total = sum(int(s["annotations"]["stored_size"]) for s in artifacts.subjects.values())
@@ -505,6 +540,7 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool,
     _check_names(artifacts, layout, predicate["cases"])
     _bound_json(artifacts, predicate)
     _check_pins(manifest, predicate)
+    _check_dispatch(manifest, predicate)
     local = receipt.harness_code_digest()["sha256"]
     recorded = predicate["harness"]["sha256"]
     if strict and recorded != local:

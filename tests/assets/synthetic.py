@@ -125,8 +125,12 @@ def content(seed: int = 0, *, damage: bool = False,
                                logits, encode(ps), outputs["stock"][case.id],
                                outputs["patched"][case.id], split_path=True))
     rows_result = judge_cases(cases)
-    evidence = {side: (json.dumps({"synthetic": True, "side": side,
-                                   "note": "SYNTHETIC TEST FIXTURE: no kernel ran"},
+    # Shaped like a kernel child's evidence (backend, per-case split-path proof), because
+    # the verifier binds the receipt's split-path flags to it; no kernel ran.
+    evidence = {side: (json.dumps({"synthetic": True, "side": side, "backend": "interpreter",
+                                   "note": "SYNTHETIC TEST FIXTURE: no kernel ran",
+                                   "cases": [{"id": c.id, "split": {"proven": True}}
+                                             for c in layout]},
                                   indent=2) + "\n").encode() for side in ("stock", "patched")}
     return BundleContent(
         manifest=manifest_raw,

@@ -245,7 +245,8 @@ def test_kernel_drift_in_evidence_must_have_stopped_the_run(tmp_path):
     from harness.keys import load_private_key
 
     content = synthetic.content()
-    drifted = {side: json_module.dumps({"kernel_sha256": "2" * 64}).encode()
+    drifted = {side: json_module.dumps({**json_module.loads(content.evidence[side]),
+                                        "kernel_sha256": "2" * 64}).encode()
                for side in ("stock", "patched")}
     key = load_private_key(synthetic.SIGNING_KEY)
     silent = dataclasses.replace(content, evidence=drifted)
@@ -258,3 +259,30 @@ def test_kernel_drift_in_evidence_must_have_stopped_the_run(tmp_path):
                                  verdict=verdict(content.rows, ["evidence_drift"]))
     write_bundle(tmp_path / "honest", honest, key)
     assert verify_bundle(tmp_path / "honest", PUB, workers=1).verdict["verdict"] == "STOP"
+
+
+def test_split_path_flags_are_bound_to_the_kernel_evidence(tmp_path):
+    """A signer cannot mark cases off the split path (which relaxes the forced-row rule)
+    while the kernel evidence proves the split path, nor drop the proof without a stop."""
+    import dataclasses
+    import json as json_module
+
+    from harness.bundle import write_bundle
+    from harness.keys import load_private_key
+
+    content = synthetic.content()
+    key = load_private_key(synthetic.SIGNING_KEY)
+    flags_off = {case_id: False for case_id in content.split_path}
+    relaxed = dataclasses.replace(content, split_path=flags_off)
+    write_bundle(tmp_path / "relaxed", relaxed, key)
+    with pytest.raises(BindingMismatchError, match="split-path flag vs the kernel evidence"):
+        verify_bundle(tmp_path / "relaxed", PUB, workers=1)
+
+    unproven = {side: json_module.dumps({
+        **json_module.loads(content.evidence[side]),
+        "cases": [{"id": c, "split": {"proven": False}} for c in content.case_ids]}).encode()
+        for side in ("stock", "patched")}
+    silent = dataclasses.replace(relaxed, evidence=unproven)
+    write_bundle(tmp_path / "silent", silent, key)
+    with pytest.raises(BindingMismatchError, match="without split-path proof"):
+        verify_bundle(tmp_path / "silent", PUB, workers=1)
