@@ -11,6 +11,7 @@
 set -uo pipefail
 OUT=${OUT:?set by the device tool}
 SUITE_TIMEOUT=${SUITE_TIMEOUT:-170}
+SUITE_ARGS=${SUITE_ARGS:-}          # e.g. --no-interpreter (the image's Triton 3.6 interpreter fails)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -36,7 +37,7 @@ date -u >> "$log"
 
 echo "== kernel suite (issue 3), timeout ${SUITE_TIMEOUT}s" > "$OUT/suite.log"
 timeout "$SUITE_TIMEOUT" python3 scripts/gpu_kernel_suite.py --sources .carry/sources \
-  --out /tmp/suite --repeats 20 >> "$OUT/suite.log" 2>&1
+  --out /tmp/suite --repeats 20 $SUITE_ARGS >> "$OUT/suite.log" 2>&1
 echo "suite rc=$?" >> "$OUT/suite.log"
 cp /tmp/suite/suite.json "$OUT/suite.json" 2>/dev/null
 ls -la "$OUT"
