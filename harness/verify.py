@@ -11,7 +11,9 @@ Order (each step reads only bytes a previous step verified):
  4. the files present are exactly the receipt's subjects plus the two receipt files;
  5. every stored file's sha256, then (after size-capped decoding) every raw sha256;
  6. the manifest (hash, schema, limits, optionally the frozen hash), the case matrix
-    against the manifest, the per-row results file, the kernel-path evidence;
+    against the manifest, the per-row results file, the kernel-path evidence, the source
+    and patch pins against the manifest, and the dispatch path: each side's backend is the
+    manifest's and each case's split-path flag is what both sides' evidence proves;
  7. the harness code digest against this verifier's own code (reported; fatal if strict);
  8. the oracle and the gate rerun from the captured bytes: identical per-row results and
     the same verdict.
