@@ -282,6 +282,7 @@ def _resign(change: Callable[[dict[str, Any]], None], key: Any) -> Callable[[Pat
 # --- probes: unreadable state --------------------------------------------------------------------
 
 _work_fixture: dict[Path, _Fixture] = {}
+_sources_dir: dict[Path, Path | None] = {}  # exported trees per probe run (--sources)
 
 
 def _fx(work: Path) -> _Fixture:
@@ -544,11 +545,14 @@ def _p_bundle_cap_verifier(work: Path) -> str:
 
 def _p_source_file_changed(work: Path) -> str:
     """A pinned source file whose bytes changed: the real tree check refuses it. Uses the
-    cached stock tree when present, else a one-file tree pinned the same way."""
+    stock tree from ``--sources`` or the cache when present, else a one-file tree pinned
+    the same way."""
     from .sources import cache_root, load_pins, sha256_bytes, verify_tree
 
     stock = load_pins().side("stock")
-    cached = cache_root() / "trees" / stock.digest
+    exported = _sources_dir.get(work)
+    cached = (exported / stock.digest if exported is not None
+              else cache_root() / "trees" / stock.digest)
     tree = work / "drift-tree"
     if cached.is_dir():
         shutil.copytree(cached, tree)
@@ -744,12 +748,17 @@ def run_probe(probe: Probe, work: Path) -> Outcome:
 
 
 def run_all(names: list[str] | None = None,
-            progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """Run the probes (all, or those named) in a fresh temporary directory."""
+            progress: Callable[[Outcome], None] | None = None,
+            sources: Path | None = None) -> list[Outcome]:
+    """Run the probes (all, or those named) in a fresh temporary directory.
+
+    ``sources``: exported source trees (``topp-gate sources export``) for the source-drift
+    probe, instead of the cache."""
     chosen = [p for p in PROBES if names is None or p.name in names]
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="topp-gate-probe-") as tmp:
         work = Path(tmp)
+        _sources_dir[work] = sources
         try:
             for probe in chosen:
                 outcome = run_probe(probe, work)
@@ -758,4 +767,5 @@ def run_all(names: list[str] | None = None,
                     progress(outcome)
         finally:
             _work_fixture.pop(work, None)
+            _sources_dir.pop(work, None)
     return outcomes

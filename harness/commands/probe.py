@@ -9,6 +9,7 @@ probe proves nothing); exit 2 on bad usage (an unknown probe name).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from ..errors import EXIT_OK, EXIT_STOP, UsageError
 
@@ -27,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     parser.add_argument("--only", nargs="+", metavar="NAME",
                         help="run only these probes (names as printed)")
+    parser.add_argument("--sources", type=Path, metavar="DIR",
+                        help="exported source trees for the source-drift probe (default: "
+                        "the cache); the Nix wrapper passes its Nix-built trees")
     parser.set_defaults(handler=run)
 
 
@@ -50,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             line += f" ({o.detail})"
         print(line, flush=True)
 
-    outcomes = run_all(names, progress=show)
+    outcomes = run_all(names, progress=show, sources=args.sources)
     failed = [o for o in outcomes if o.status == "FAILED"]
     skipped = [o for o in outcomes if o.status == "skipped"]
     ok = len(outcomes) - len(failed) - len(skipped)

@@ -92,3 +92,9 @@ def test_right_code_for_another_reason_is_a_failed_probe(tmp_path: Path) -> None
     assert outcome.status == "FAILED"
     assert "refused for another reason" in outcome.detail
     assert "outputs/patched/forced-v32.out.f32" in outcome.detail
+
+
+def test_probe_accepts_the_sources_flag_the_nix_wrapper_passes(tmp_path, capsys):
+    # nix/apps.nix runs `topp-gate probe --sources <nix-built trees> ...`.
+    assert main(["probe", "--sources", str(tmp_path), "--only", "source-file-changed"]) == 0
+    assert "source-file-changed" in capsys.readouterr().out
