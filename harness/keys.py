@@ -96,6 +96,21 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
     return key
 
 
+PROJECT_KEY_RESOURCE = "data/keys/topp-gate-evidence.pub"
+
+
+def project_public_key() -> Ed25519PublicKey:
+    """The public key of this project's evidence signing key, shipped as package data
+    (a byte-identical copy of ``evidence/keys/topp-gate-evidence.pub``, held so by test)."""
+    from importlib import resources
+
+    data = resources.files("harness").joinpath(PROJECT_KEY_RESOURCE).read_bytes()
+    key = serialization.load_pem_public_key(data)
+    if not isinstance(key, Ed25519PublicKey):  # pragma: no cover - package data
+        raise UsageError("the built-in project key is not an Ed25519 public key")
+    return key
+
+
 def load_public_key(path: Path) -> Ed25519PublicKey:
     data = _read_key_file(path)
     if b"PRIVATE KEY" in data:

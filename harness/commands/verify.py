@@ -1,4 +1,4 @@
-"""``topp-gate verify DIR --pubkey PUB [--strict] [--frozen-manifest PATH]``: offline check."""
+"""``topp-gate verify DIR [--pubkey PUB] [--strict] [--frozen-manifest PATH]``: offline check."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "verdict. Exit 0 when everything agrees (whatever the verdict), 4 otherwise.",
     )
     parser.add_argument("bundle", type=Path, metavar="DIR")
-    parser.add_argument("--pubkey", required=True, type=Path, metavar="PUB",
-                        help="the signer's Ed25519 public key (PEM), obtained out of band")
+    parser.add_argument("--pubkey", type=Path, metavar="PUB",
+                        help="the signer's Ed25519 public key (PEM), obtained out of band "
+                        "(default: this project's evidence key, shipped with the package)")
     parser.add_argument("--strict", action="store_true",
                         help="also fail when the bundle's harness code digest differs from "
                         "this verifier's own code")
@@ -34,12 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..keys import load_public_key
+    from ..keys import load_public_key, project_public_key
     from ..verify import verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    public_key = load_public_key(args.pubkey)
+    if args.pubkey is None:
+        public_key = project_public_key()
+        print("using the built-in topp-gate project evidence key (pass --pubkey for another "
+              "signer)")
+    else:
+        public_key = load_public_key(args.pubkey)
     result = verify_bundle(args.bundle, public_key, strict=args.strict,
                            frozen_manifest=args.frozen_manifest, workers=args.workers)
     v = result.verdict

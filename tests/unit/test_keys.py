@@ -75,3 +75,15 @@ def test_committed_test_only_keys_are_named_as_such():
     key_dir = Path(__file__).resolve().parents[1] / "assets" / "keys"
     for path in key_dir.glob("*.key"):
         assert path.name.startswith("test-only-"), path
+
+
+def test_built_in_project_key_is_the_committed_evidence_key():
+    from pathlib import Path
+
+    from harness.keys import keyid, load_public_key, project_public_key
+
+    root = Path(__file__).resolve().parents[2]
+    committed = root / "evidence/keys/topp-gate-evidence.pub"
+    shipped = root / "harness/data/keys/topp-gate-evidence.pub"
+    assert shipped.read_bytes() == committed.read_bytes()
+    assert keyid(project_public_key()) == keyid(load_public_key(committed))
