@@ -64,9 +64,17 @@ def test_missing_bundle_is_a_verification_failure(tmp_path, capsys):
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):
-    assert main(["verify", str(TAMPER / "good")]) == 2  # --pubkey is required
+    assert main(["verify"]) == 2  # no bundle
     junk = tmp_path / "junk.pub"
     junk.write_text("nope")
     assert main(["verify", str(TAMPER / "good"), "--pubkey", str(junk)]) == 2
     assert main(["verify", str(TAMPER / "good"), "--pubkey", PUB, "--workers", "0"]) == 2
     assert all(line.startswith("topp-gate: ") for line in capsys.readouterr().err.splitlines())
+
+
+def test_without_pubkey_the_project_key_is_used_and_foreign_bundles_fail(capsys):
+    # The synthetic fixtures are signed by a test-only key, not the project's key.
+    assert main(["verify", str(TAMPER / "good")]) == 4
+    captured = capsys.readouterr()
+    assert "built-in topp-gate project evidence key" in captured.out
+    assert "bad_signature" in captured.err
