@@ -133,7 +133,8 @@ def test_ties_straddling_the_boundary_keep_lowest_ids():
 def test_adjacent_float32_logits_are_distinct_and_ordered():
     # Two adjacent float32 values: the larger sorts first even though they differ by 1 ulp.
     hi = 5.0
-    lo = struct.unpack("<f", struct.pack("<I", struct.unpack("<I", struct.pack("<f", hi))[0] - 1))[0]
+    (bits,) = struct.unpack("<I", struct.pack("<f", hi))
+    (lo,) = struct.unpack("<f", struct.pack("<I", bits - 1))
     out = certified([lo, hi], to_float32(0.4))
     assert out.kept == (1,)
 
