@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from .errors import EmptyRowError, InvalidPError, NonFiniteLogitError
@@ -124,8 +125,8 @@ def _neumaier_scan(weights: Sequence[float], target: float) -> int:
 def _certify(weights: Sequence[float], order: Sequence[int], count: int, target: float,
              normalizer: float) -> OracleOutcome:
     """Certify the scan's candidate with fsum; ``order`` needs at least ``count`` ids."""
-    at = math.fsum(weights[:count])
-    below = math.fsum(weights[: count - 1]) if count > 1 else 0.0
+    at = math.fsum(islice(weights, count))
+    below = math.fsum(islice(weights, count - 1)) if count > 1 else 0.0
     if at >= target and below < target:
         return Certified(
             count=count,
@@ -188,15 +189,37 @@ def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOut
     weights = list(map(math.exp, shifted.tolist()))
     normalizer = math.fsum(weights)
     target = p32 * normalizer
-    w = np.asarray(weights, dtype=np.float64)
-    # Neumaier: t_k = fl(s_{k-1} + w_k) is a strictly sequential accumulation.
-    s = np.add.accumulate(w)
-    s_prev = np.concatenate(([0.0], s[:-1]))
-    increments = np.where(np.abs(s_prev) >= np.abs(w), (s_prev - s) + w, (w - s) + s_prev)
-    c = np.add.accumulate(increments)
-    reached = np.flatnonzero(s + c >= target)
-    count = int(reached[0]) + 1 if reached.size else len(weights)
+    count = _neumaier_scan_numpy(np.asarray(weights, dtype=np.float64), target)
     return _certify(weights, order_arr[:count].tolist(), count, target, normalizer)
+
+
+SCAN_CHUNK = 16384
+
+
+def _neumaier_scan_numpy(w: Any, target: float) -> int:
+    """:func:`_neumaier_scan`, vectorized chunk by chunk; stops at the first chunk that
+    reaches target.
+
+    ``np.add.accumulate`` is a strictly sequential left-to-right accumulation, so
+    accumulating ``[s_last, w_i, ...]`` continues the scalar recurrence
+    ``t_k = fl(s_{k-1} + w_k)`` exactly; the compensation terms are elementwise IEEE
+    operations, accumulated the same way. Same count as the scalar scan, bit for bit.
+    """
+    import numpy as np
+
+    s_last, c_last = 0.0, 0.0
+    for start in range(0, w.size, SCAN_CHUNK):
+        chunk = w[start : start + SCAN_CHUNK]
+        s = np.add.accumulate(np.concatenate(([s_last], chunk)))
+        s_prev, s = s[:-1], s[1:]
+        increments = np.where(np.abs(s_prev) >= np.abs(chunk), (s_prev - s) + chunk,
+                              (chunk - s) + s_prev)
+        c = np.add.accumulate(np.concatenate(([c_last], increments)))[1:]
+        reached = np.flatnonzero(s + c >= target)
+        if reached.size:
+            return start + int(reached[0]) + 1
+        s_last, c_last = float(s[-1]), float(c[-1])
+    return int(w.size)
 
 
 def numpy_available() -> bool:

@@ -262,3 +262,21 @@ def test_agrees_with_mpmath_far_from_the_boundary(logits, p32):
     out = certified(logits, p32)
     assert out.count == count
     assert out.kept == tuple(order[:count])
+
+
+@given(rows, f32_p, st.integers(1, 9))
+@settings(max_examples=300, deadline=None)
+def test_chunked_numpy_scan_equals_the_scalar_scan_at_any_chunk_size(logits, p32, chunk):
+    # Small chunks put the boundary at chunk edges, in the first and the last element.
+    import numpy as np
+
+    pure = certified(logits, p32)
+    weights = np.asarray(pure.weights)
+    saved = oracle.SCAN_CHUNK
+    try:
+        oracle.SCAN_CHUNK = chunk
+        assert oracle._neumaier_scan_numpy(weights, pure.target) == \
+            oracle._neumaier_scan(list(pure.weights), pure.target)
+        assert oracle.reference(logits, p32, fast=True) == pure
+    finally:
+        oracle.SCAN_CHUNK = saved
