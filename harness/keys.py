@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -19,6 +20,8 @@ from .errors import UsageError
 PRIVATE_SUFFIX = ".key"
 PUBLIC_SUFFIX = ".pub"
 MAX_KEY_FILE_BYTES = 16 * 1024
+# any PEM private-key label: PKCS#8, encrypted PKCS#8, OpenSSH, ...
+_PRIVATE_PEM_LABEL = re.compile(rb"-----BEGIN [A-Z0-9 ]*PRIVATE")
 
 
 def raw_public_bytes(public_key: Ed25519PublicKey) -> bytes:
@@ -113,7 +116,7 @@ def project_public_key() -> Ed25519PublicKey:
 
 def load_public_key(path: Path) -> Ed25519PublicKey:
     data = _read_key_file(path)
-    if b"PRIVATE KEY" in data:
+    if _PRIVATE_PEM_LABEL.search(data):
         raise UsageError(f"{path} holds a private key; pass the public key (.pub)")
     try:
         key = serialization.load_pem_public_key(data)
