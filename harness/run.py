@@ -117,6 +117,17 @@ def check_pins_match(manifest: Manifest, pins: Pins, patch: Path | None) -> None
                                  str(declared.get("patch_sha256")), pins.patch_sha256)
 
 
+def _prepare_parent(out: Path) -> None:
+    """Create the bundle's parent folder if needed; refuse one that cannot hold it."""
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"cannot create {parent} for the bundle: {err.strerror or err}") from None
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{parent} is not writable; the bundle cannot be written there")
+
+
 def prepare_sides(manifest: Manifest, options: RunOptions,
                   progress: Progress | None) -> dict[str, tuple[Side, Path]]:
     """Verified source trees for both sides; fetches a missing pinned wheel when allowed."""
@@ -231,6 +242,7 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
     manifest = load_manifest(options.manifest)  # refuses anything but the frozen bytes
     if os.path.lexists(options.out):
         raise UsageError(f"{options.out} already exists; a run never overwrites a bundle")
+    _prepare_parent(options.out)  # fail now, not after the kernels have run
     backend = resolve_backend(options.backend, manifest)
     key = load_private_key(options.key)
     limits = dict(manifest.limits)

@@ -75,3 +75,20 @@ def test_fresh_run_reproduces_the_committed_smoke_bundle(fresh_bundle: Path):
     fresh_rows = json.loads(fresh_view.raw("results/rows.json"))
     old_rows = json.loads(old_view.raw("results/rows.json"))
     assert fresh_rows == old_rows
+
+
+def test_an_unusable_output_location_is_refused_before_anything_runs(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code = main(["run", "--manifest", str(MANIFEST), "--out", str(blocker / "bundle"),
+                 "--key", str(KEYS / "test-only-signing.key")])
+    assert code == 2
+    assert "for the bundle" in capsys.readouterr().err
+
+
+def test_missing_parent_folders_are_created(tmp_path):
+    from harness.run import _prepare_parent
+
+    _prepare_parent(tmp_path / "runs" / "deep" / "bundle")
+    assert (tmp_path / "runs" / "deep").is_dir()
+    assert not (tmp_path / "runs" / "deep" / "bundle").exists()
