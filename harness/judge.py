@@ -115,7 +115,10 @@ def judge_task(task: _Task) -> dict[str, Any]:
 
 
 def default_workers() -> int:
-    return max(1, min(os.cpu_count() or 1, 8))
+    """Worker processes for judging: the CPUs this process may use, at most 8."""
+    usable = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+              else (os.cpu_count() or 1))
+    return max(1, min(usable, 8))
 
 
 def judge_cases(cases: Iterable[CaseBytes], *, workers: int = 1, fast: bool = False,

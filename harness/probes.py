@@ -143,10 +143,10 @@ def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 def _recorded_sources() -> dict[str, dict[str, Any]]:
     """``hashes.sources`` exactly as ``harness.run`` records it: each side's pins as the
-    sources module describes them, plus its tree digest."""
+    sources module describes them (tree digest included)."""
     from .sources import load_pins
 
-    return {name: {**side.describe(), "tree": str(side.digest)}
+    return {name: side.describe()
             for name, side in load_pins().sides.items()}
 
 

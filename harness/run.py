@@ -34,11 +34,12 @@ from .cases_index import check_against_manifest, parse_cases_index
 from .errors import EvidenceDriftError, UsageError
 from .gate import verdict
 from .judge import CaseBytes, RowSpec, default_workers, judge_cases
-from .kernels.runner import DEFAULT_NUM_SM, SideResult, run_side
+from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
 from .keys import load_private_key
 from .manifest import Manifest, load_manifest
 from .oracle import numpy_available
 from .sources import (
+    SIDES,
     Pins,
     Side,
     cache_root,
@@ -49,9 +50,6 @@ from .sources import (
     user_candidate,
     verified_wheel,
 )
-
-SIDES = ("stock", "patched")
-BACKENDS = ("cuda", "interpreter")
 
 Progress = Callable[[str], None]
 
@@ -324,8 +322,7 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
             rows=rows,
             run_stops=sorted(set(run_stops)),
             verdict=result,
-            sources={name: {**side.describe(), "tree": str(side.digest)}
-                     for name, (side, _) in sides.items()},
+            sources={name: side.describe() for name, (side, _) in sides.items()},
             patch_sha256=str(manifest.sources.get("patch_sha256", "")),
             environment={**_environment(results, {n: t for n, (_, t) in sides.items()}),
                          "backend": backend,

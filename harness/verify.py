@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -64,6 +63,7 @@ from .errors import (
     MalformedEvidenceError,
     VerificationError,
 )
+from .judge import default_workers
 from .keys import keyid
 from .strictjson import loads_strict
 
@@ -456,11 +456,6 @@ def open_bundle(path: Path, public_key: Ed25519PublicKey) -> BundleView:
     except Exception as err:
         raise VerificationInternalError(f"unexpected {type(err).__name__} while opening "
                                         f"a bundle: {err}") from err
-
-
-def default_workers() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                      else (os.cpu_count() or 1), 8))
 
 
 def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
