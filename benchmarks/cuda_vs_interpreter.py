@@ -4,11 +4,11 @@
     .venv/bin/python benchmarks/cuda_vs_interpreter.py [--sizing] [--bundle DIR]
         [--pubkey FILE] [--cache DIR] [--workdir DIR] [--json OUT] [--txt OUT]
 
-The bundle is opened with ``harness.verify.open_bundle`` (signature, schema, file set; every
+The bundle is opened with ``harness.core.verify.open_bundle`` (signature, schema, file set; every
 artifact read here is digest-checked). The cases in PLAN (declared below, before any run)
 are rebuilt from the bundle's captured raw input bytes: whole cases byte for byte, or a
 sub-case made of chosen rows of a case, each row's logits and p kept exactly. Both pinned
-sides then run in the interpreter through ``harness.kernels.runner.run_side`` (same child,
+sides then run in the interpreter through ``harness.capture.kernels.runner.run_side`` (same child,
 same split-path proof as the gate), and every row is compared with the CUDA output the
 bundle holds for that row: byte-identical output, equal kept sets, kept counts, and the
 binary64 oracle count from the bundle's ``results/rows.json``.
@@ -129,8 +129,8 @@ def _words(data: bytes) -> memoryview:
 
 
 def kept_ids(row: bytes) -> list[int]:
-    """Token ids a kernel kept: neither -inf nor NaN (``harness.gate``'s definition)."""
-    from harness.f32 import decode
+    """Token ids a kernel kept: neither -inf nor NaN (``harness.core.gate``'s definition)."""
+    from harness.core.f32 import decode
 
     return [i for i, v in enumerate(decode(row)) if v != -math.inf and v == v]
 
@@ -179,7 +179,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Built:
     planned: Planned
-    layout: Any  # harness.manifest.CaseLayout
+    layout: Any  # harness.core.manifest.CaseLayout
     source_layout: Any
     source_rows: tuple[int, ...]
     logits: bytes
@@ -191,8 +191,8 @@ def _slice_rows(data: bytes, rows: Sequence[int], width: int) -> bytes:
 
 
 def build_cases(view: Any, layout: Sequence[Any], plan: Sequence[Planned]) -> list[Built]:
-    from harness.errors import UsageError
-    from harness.manifest import CaseLayout
+    from harness.core.errors import UsageError
+    from harness.core.manifest import CaseLayout
 
     by_id = {c.id: c for c in layout}
     built = []
@@ -213,7 +213,7 @@ def build_cases(view: Any, layout: Sequence[Any], plan: Sequence[Planned]) -> li
 
 
 def write_cases(dest: Path, cases: Sequence[Built]) -> Path:
-    from harness.cases_index import parse_cases_index, render_cases_index
+    from harness.core.cases_index import parse_cases_index, render_cases_index
 
     (dest / "inputs").mkdir(parents=True)
     raw = render_cases_index([c.layout for c in cases])
@@ -237,8 +237,8 @@ def cuda_split(evidence: dict[str, Any], case_id: str) -> dict[str, Any]:
 
 def run_interpreter(cases: Sequence[Built], work: Path, cache: Path | None) -> dict[str, Any]:
     """Both sides, per num_sm group; the two sides of a group run in parallel."""
-    from harness.kernels.runner import run_side
-    from harness.sources import cache_root, load_pins, resolve_tree
+    from harness.capture.kernels.runner import run_side
+    from harness.capture.sources import cache_root, load_pins, resolve_tree
 
     pins = load_pins()
     root = cache_root(cache)
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only the 1-row sizing case and print its timings")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     try:
         return _run(args, argv)
@@ -396,11 +396,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
-    from harness import receipt
-    from harness.cases_index import parse_cases_index
-    from harness.errors import UsageError
-    from harness.keys import load_public_key
-    from harness.verify import open_bundle
+    from harness.core import receipt
+    from harness.core.cases_index import parse_cases_index
+    from harness.core.errors import UsageError
+    from harness.core.keys import load_public_key
+    from harness.core.verify import open_bundle
 
     started = time.perf_counter()
     view = open_bundle(args.bundle, load_public_key(args.pubkey))
@@ -412,7 +412,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     plan = SIZING if args.sizing else PLAN
     built = build_cases(view, layout, plan)
 
-    from harness.sources import load_pins
+    from harness.capture.sources import load_pins
 
     pins = load_pins()
     for side in SIDES:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from harness.oracle import Certified, reference
+from harness.core.oracle import Certified, reference
 
 
 def baseline(values: np.ndarray, p: float) -> int:

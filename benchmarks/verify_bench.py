@@ -26,15 +26,15 @@ sys.path.insert(0, str(ROOT / "tests" / "assets"))
 import numpy as np  # noqa: E402
 import synthetic  # noqa: E402
 
-from harness.bundle import BundleContent, write_bundle  # noqa: E402
-from harness.cases_index import render_cases_index  # noqa: E402
-from harness.f32 import runtime_p  # noqa: E402
-from harness.gate import verdict  # noqa: E402
-from harness.judge import CaseBytes, RowSpec, judge_cases  # noqa: E402
-from harness.keys import load_private_key, load_public_key  # noqa: E402
-from harness.manifest import expected_layout, parse_manifest  # noqa: E402
-from harness.oracle import reference  # noqa: E402
-from harness.verify import verify_bundle  # noqa: E402
+from harness.core.bundle import BundleContent, write_bundle  # noqa: E402
+from harness.core.cases_index import render_cases_index  # noqa: E402
+from harness.core.f32 import runtime_p  # noqa: E402
+from harness.core.gate import verdict  # noqa: E402
+from harness.core.judge import CaseBytes, RowSpec, judge_cases  # noqa: E402
+from harness.core.keys import load_private_key, load_public_key  # noqa: E402
+from harness.core.manifest import expected_layout, parse_manifest  # noqa: E402
+from harness.core.oracle import reference  # noqa: E402
+from harness.core.verify import verify_bundle  # noqa: E402
 
 MANIFEST = ROOT / "evidence" / "manifests" / "h200-forced-logit-gate.json"
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .errors import EXIT_USAGE, HarnessError, UsageError
+from .core.errors import EXIT_USAGE, HarnessError, UsageError
 
 # verb -> module under harness.commands (imported only when that verb runs or --help lists it)
 VERBS: dict[str, str] = {
@@ -24,6 +24,7 @@ VERBS: dict[str, str] = {
     "keygen": "keygen",
     "sources": "sources",
     "kernels": "kernels",
+    "harness-digest": "harness_digest",
 }
 
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import HarnessError
-from .f32 import encode, runtime_p, to_float32
+from .core.errors import HarnessError
+from .core.f32 import encode, runtime_p, to_float32
 
 NEG = -math.inf
 FLOAT32_MAX = struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0]
@@ -66,7 +66,7 @@ class Outcome:
 
 def _stops(results: list[dict[str, Any]]) -> str:
     """The observed code of a judged set: its verdict's stop reasons, or ``accepted``."""
-    from .gate import verdict
+    from .core.gate import verdict
 
     v = verdict(results)
     return ",".join(v["reasons"]) if v["verdict"] == "STOP" else "accepted"
@@ -88,7 +88,7 @@ def _masked(row: list[float], kept: set[int]) -> list[float]:
 def _judge_one(row: list[float], p32: float, stock: list[float] | bytes | str,
                patched: list[float] | bytes | str, *, kind: str = "ordinary",
                forced_id: int | None = None, logits: bytes | None = None) -> str:
-    from .judge import CaseBytes, RowSpec, judge_cases
+    from .core.judge import CaseBytes, RowSpec, judge_cases
 
     def side(value: list[float] | bytes | str) -> bytes | str:
         return encode(value) if isinstance(value, list) else value
@@ -100,7 +100,7 @@ def _judge_one(row: list[float], p32: float, stock: list[float] | bytes | str,
 
 
 def _oracle_kept(row: list[float], p32: float) -> list[int]:
-    from .oracle import Certified, reference
+    from .core.oracle import Certified, reference
 
     outcome = reference(row, p32)
     if not isinstance(outcome, Certified):
@@ -114,7 +114,7 @@ def _oracle_kept(row: list[float], p32: float) -> list[int]:
 def probe_manifest(*, vocab: int = 48, max_vocab: int = 4096, batch: int = 3,
                    max_bundle_bytes: int = 4_000_000) -> dict[str, Any]:
     """A small manifest (pins from the package) for probe bundles and limit checks."""
-    from .sources import load_pins
+    from .capture.sources import load_pins
 
     pins = load_pins()
     sides = {name: {"version": s.version, "wheel": s.wheel, "wheel_sha256": s.wheel_sha256,
@@ -142,9 +142,9 @@ def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
 
 
 def _recorded_sources() -> dict[str, dict[str, Any]]:
-    """``hashes.sources`` exactly as ``harness.run`` records it: each side's pins as the
+    """``hashes.sources`` exactly as ``harness.capture.run`` records it: each side's pins as the
     sources module describes them (tree digest included)."""
-    from .sources import load_pins
+    from .capture.sources import load_pins
 
     return {name: side.describe()
             for name, side in load_pins().sides.items()}
@@ -152,11 +152,11 @@ def _recorded_sources() -> dict[str, dict[str, Any]]:
 
 def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
     """A complete BundleContent: patched keeps the oracle set; stock masks forced rows."""
-    from .bundle import BundleContent
-    from .cases_index import render_cases_index
-    from .gate import verdict
-    from .judge import CaseBytes, RowSpec, judge_cases
-    from .manifest import expected_layout, parse_manifest
+    from .core.bundle import BundleContent
+    from .core.cases_index import render_cases_index
+    from .core.gate import verdict
+    from .core.judge import CaseBytes, RowSpec, judge_cases
+    from .core.manifest import expected_layout, parse_manifest
 
     manifest = manifest or probe_manifest()
     raw = _manifest_bytes(manifest)
@@ -209,7 +209,7 @@ class _Fixture:
     def stored(self, name: str) -> str:
         """The stored file the signed receipt names for artifact ``name`` (its codec suffix
         is the writer's choice: never guessed here)."""
-        from .verify import open_bundle
+        from .core.verify import open_bundle
 
         return open_bundle(self.good, self.key.public_key()).stored_path(name)
 
@@ -238,7 +238,7 @@ def _verify_copy(fx: _Fixture, work: Path, name: str, mutate: Callable[[Path], N
 
     ``because`` is text the refusal must name (the tampered file or field), so a probe
     cannot pass on an unrelated failure that happens to carry the same code."""
-    from .verify import verify_bundle
+    from .core.verify import verify_bundle
 
     copy = work / name
     shutil.copytree(fx.good, copy)
@@ -268,7 +268,7 @@ def _flip(rel: str) -> Callable[[Path], None]:
 
 def _resign(change: Callable[[dict[str, Any]], None], key: Any) -> Callable[[Path], None]:
     """Change the signed statement and sign it again with the same key (an insider edit)."""
-    from . import dsse, receipt
+    from .core import dsse, receipt
 
     def run(root: Path) -> None:
         statement = json.loads((root / "receipt.json").read_bytes())
@@ -292,8 +292,8 @@ def _fx(work: Path) -> _Fixture:
     if fx is None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-        from .bundle import write_bundle
-        from .verify import verify_bundle
+        from .core.bundle import write_bundle
+        from .core.verify import verify_bundle
 
         key = Ed25519PrivateKey.generate()
         try:
@@ -388,7 +388,7 @@ def _p_exact_ties(work: Path) -> str:
 def _p_adjacent_logits(work: Path) -> str:
     """Adjacent float32 logits stay distinct: the oracle keeps only the higher of two
     neighbours; a side keeping the lower one instead is refused."""
-    from .oracle import canonical_order
+    from .core.oracle import canonical_order
 
     row = _row(_rng(11), 64)
     hi = to_float32(5.0)
@@ -451,7 +451,7 @@ def _p_nonfinite_logits(work: Path) -> str:
 
 
 def _p_nan_logits(work: Path) -> str:
-    from .oracle import reference
+    from .core.oracle import reference
 
     row = _row(_rng(14), 64)
     row[2] = math.nan
@@ -466,7 +466,7 @@ def _p_nan_logits(work: Path) -> str:
 
 
 def _p_matrix_over_vocab(work: Path) -> str:
-    from .manifest import parse_manifest
+    from .core.manifest import parse_manifest
 
     try:
         parse_manifest(_manifest_bytes(probe_manifest(vocab=4097)), source="probe")
@@ -476,7 +476,7 @@ def _p_matrix_over_vocab(work: Path) -> str:
 
 
 def _p_matrix_over_batch(work: Path) -> str:
-    from .manifest import parse_manifest
+    from .core.manifest import parse_manifest
 
     try:
         parse_manifest(_manifest_bytes(probe_manifest(batch=65)), source="probe")
@@ -489,10 +489,10 @@ def _p_child_timeout(work: Path) -> str:
     """The real runner with a 0 s limit: any child is past it, so it must be killed and
     recorded as ``timeout``; the gate then stops on every row of that side."""
     try:
-        from .kernels.runner import run_side
-        from .sources import load_pins
+        from .capture.kernels.runner import run_side
+        from .capture.sources import load_pins
     except ImportError as err:  # pragma: no cover - the runner ships with the package
-        raise ProbeSkipped(f"needs harness.kernels.runner ({err})") from err
+        raise ProbeSkipped(f"needs harness.capture.kernels.runner ({err})") from err
     cases = work / "timeout-cases.json"
     cases.write_text('{"schema": "topp-gate/cases/v1", "cases": []}\n', encoding="utf-8")
     tree = work / "timeout-tree"
@@ -508,7 +508,7 @@ def _p_child_timeout(work: Path) -> str:
 def _p_bundle_over_cap(work: Path) -> str:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .bundle import write_bundle
+    from .core.bundle import write_bundle
 
     dest = work / "over-cap"
     try:
@@ -526,8 +526,8 @@ def _p_bundle_cap_verifier(work: Path) -> str:
     (the bundle is signed by an honest-looking key; the cap comes from its own manifest)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .bundle import write_bundle
-    from .verify import verify_bundle
+    from .core.bundle import write_bundle
+    from .core.verify import verify_bundle
 
     manifest = probe_manifest(max_bundle_bytes=1024)
     key = Ed25519PrivateKey.generate()
@@ -547,7 +547,7 @@ def _p_source_file_changed(work: Path) -> str:
     """A pinned source file whose bytes changed: the real tree check refuses it. Uses the
     stock tree from ``--sources`` or the cache when present, else a one-file tree pinned
     the same way."""
-    from .sources import cache_root, load_pins, sha256_bytes, verify_tree
+    from .capture.sources import cache_root, load_pins, sha256_bytes, verify_tree
 
     stock = load_pins().side("stock")
     exported = _sources_dir.get(work)
@@ -603,7 +603,7 @@ def _p_manifest_changed(work: Path) -> str:
 
 
 def _p_frozen_manifest(work: Path) -> str:
-    from .verify import verify_bundle
+    from .core.verify import verify_bundle
 
     fx = _fx(work)
     frozen = work / "other.json.sha256"

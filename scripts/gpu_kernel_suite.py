@@ -34,9 +34,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import sources  # noqa: E402
-from harness.errors import HarnessError  # noqa: E402
-from harness.kernels.runner import run_side  # noqa: E402
+from harness.capture import sources  # noqa: E402
+from harness.capture.kernels.runner import run_side  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
 
 CLOSURE_PACKAGES = {"packaging": "packaging", "psutil": "psutil", "zmq": "pyzmq",
                     "regex": "regex", "urllib3": "urllib3", "numpy": "numpy"}
@@ -104,8 +104,8 @@ def write_index(path: Path, cases: list[dict[str, Any]]) -> Path:
 
 def oracle_counts(root: Path, case: dict[str, Any]) -> list[int | None]:
     """The binary64 reference count for each ordinary row (None for forced rows)."""
-    from harness.f32 import rows as f32_rows
-    from harness.oracle import Certified, reference
+    from harness.core.f32 import rows as f32_rows
+    from harness.core.oracle import Certified, reference
 
     data = (root / case["logits"]).read_bytes()
     p_values = list(f32_rows((root / case["p"]).read_bytes(), None))[0]

@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT / "tests" / "assets"))
 
 import synthetic  # noqa: E402
 
-from harness import dsse, receipt  # noqa: E402
-from harness.bundle import ENVELOPE, RECEIPT, ROWS, rows_bytes, sha256  # noqa: E402
-from harness.keys import load_private_key  # noqa: E402
+from harness.core import dsse, receipt  # noqa: E402
+from harness.core.bundle import ENVELOPE, RECEIPT, ROWS, rows_bytes, sha256  # noqa: E402
+from harness.core.keys import load_private_key  # noqa: E402
 
 FORCED_OUT = "outputs/patched/forced-v64.out.f32.mask.xz"
 STOCK_OUT = "outputs/stock/forced-v64.out.f32.mask.xz"

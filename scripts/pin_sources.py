@@ -21,7 +21,7 @@ the closure are listed per side as ``placeholders``: the kernel child installs a
 module for exactly those names, and records that it did.
 
 It also prints the third-party packages the closure imports at module level, and records
-``patch_sha256``: sha256 of ``harness.sources.kernel_diff(stock kernel, patched kernel)``.
+``patch_sha256``: sha256 of ``harness.capture.sources.kernel_diff(stock kernel, patched kernel)``.
 
 Usage: python scripts/pin_sources.py [--cache DIR] [--check]
   --check: exit 1 if the committed pins.json differs from what would be written.
@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness import sources  # noqa: E402
+from harness.capture import sources  # noqa: E402
 
 PINS = REPO / "harness" / "data" / "pins.json"
 ROOTS = (

@@ -6,7 +6,7 @@
     .venv/bin/python scripts/results_section.py --write README.md  # replace it in place
 
 Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change) through
-``harness.verify.open_bundle`` with the signer's public key (``--pubkey``, default
+``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``, default
 ``evidence/keys/topp-gate-evidence.pub``): the signature, receipt schema and file set are
 checked on open, and every artifact it reads (``results/rows.json``, ``cases.json``,
 ``manifest.json``, each side's ``evidence.json``, and the inputs and outputs of rows both a
@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.bundle import (  # noqa: E402
+from harness.capture.report import ReportInputs, device_name, summarize  # noqa: E402
+from harness.core.bundle import (  # noqa: E402
     CASES,
     MANIFEST,
     RECEIPT,
@@ -52,10 +53,9 @@ from harness.bundle import (  # noqa: E402
     evidence_name,
     output_name,
 )
-from harness.errors import HarnessError  # noqa: E402
-from harness.keys import load_public_key  # noqa: E402
-from harness.report import ReportInputs, device_name, summarize  # noqa: E402
-from harness.verify import BundleView, open_bundle  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.verify import BundleView, open_bundle  # noqa: E402
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
@@ -70,7 +70,7 @@ class ResultsError(Exception):
 
 class Artifacts:
     """A bundle's artifacts as its signed receipt names them, read through
-    :func:`harness.verify.open_bundle`: signature, schema and file set checked on open,
+    :func:`harness.core.verify.open_bundle`: signature, schema and file set checked on open,
     each artifact's stored and raw sha256 checked on read (any codec the writer used)."""
 
     def __init__(self, path: Path, public_key: Ed25519PublicKey) -> None:

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_OK, EXIT_STOP, UsageError
+from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
 
 CASE_ID = "batch"
 
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _p_bytes(text: str, batch: int) -> bytes:
-    from ..f32 import decode, encode, runtime_p
+    from ..core.f32 import decode, encode, runtime_p
 
     path = Path(text)
     if path.is_file():
@@ -59,11 +59,11 @@ def _p_bytes(text: str, batch: int) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..cases_index import render_cases_index
-    from ..f32 import rows
-    from ..kernels.runner import run_side
-    from ..manifest import HARD_MAX_BATCH, CaseLayout, RowLayout
-    from ..sources import SIDES, cache_root, load_pins, resolve_tree
+    from ..capture.kernels.runner import run_side
+    from ..capture.sources import SIDES, cache_root, load_pins, resolve_tree
+    from ..core.cases_index import render_cases_index
+    from ..core.f32 import rows
+    from ..core.manifest import HARD_MAX_BATCH, CaseLayout, RowLayout
 
     if args.out.exists():
         raise UsageError(f"{args.out} already exists; refusing to overwrite")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import EXIT_OK
+from ..core.errors import EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..keys import write_keypair
+    from ..core.keys import write_keypair
 
     private_path, public_path, kid = write_keypair(args.out)
     print(f"private key: {private_path} (mode 0600; never put it in a bundle or a repository)")

@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ..errors import EXIT_AMBIGUOUS, EXIT_OK, UsageError
-from ..f32 import hexf, rows, runtime_p
-from ..oracle import SCAN, Ambiguous, numpy_available, reference
+from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, UsageError
+from ..core.f32 import hexf, rows, runtime_p
+from ..core.oracle import SCAN, Ambiguous, numpy_available, reference
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import EXIT_OK, EXIT_STOP, UsageError
+from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
 
 EXIT_PROBE_FAILED = EXIT_STOP  # 1: a probe did not fail closed
 

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_OK, EXIT_STOP
+from ..core.errors import EXIT_OK, EXIT_STOP
 
 DEFAULT_MANIFEST = Path("evidence/manifests/h200-forced-logit-gate.json")
 DEFAULT_KEY = Path("~/.config/topp-gate/signing.key")
@@ -50,8 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..progress import RunProgress
-    from ..run import RunOptions, run_gate
+    from ..capture.progress import RunProgress
+    from ..capture.run import RunOptions, run_gate
 
     key = args.key or Path(os.environ.get("TOPP_GATE_KEY") or DEFAULT_KEY).expanduser()
     sources = args.sources or (Path(os.environ["TOPP_GATE_SOURCES"])

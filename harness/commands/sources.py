@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_OK, UsageError
+from ..core.errors import EXIT_OK, UsageError
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import sources
-    from ..errors import EvidenceDriftError, HarnessError
+    from ..capture import sources
+    from ..core.errors import EvidenceDriftError, HarnessError
 
     pins = sources.load_pins()
     cache = sources.cache_root(args.cache)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..errors import EXIT_OK
+from ..core.errors import EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -34,9 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import UsageError
-    from ..keys import load_public_key, project_public_key
-    from ..verify import verify_bundle
+    from ..core.errors import UsageError
+    from ..core.keys import load_public_key, project_public_key
+    from ..core.verify import describe_source, verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
@@ -57,10 +57,13 @@ def run(args: argparse.Namespace) -> int:
               "matches the receipt (no --frozen-manifest given)")
     print(f"  manifest: sha256 {result.manifest_sha256}, {frozen}")
     if result.harness_matches:
-        print(f"  harness code: sha256 {result.harness_local}, same as this verifier")
+        print(f"  harness code: {result.harness_algorithm} sha256 {result.harness_local}, "
+              "same as this verifier")
     else:
-        print(f"  harness code: DIFFERS: bundle {result.harness_recorded}, "
-              f"this verifier {result.harness_local} (--strict makes this fatal)")
+        print(f"  harness code: DIFFERS ({result.harness_algorithm}): bundle "
+              f"{result.harness_recorded}, this verifier {result.harness_local} "
+              "(--strict makes this fatal)")
+    print(f"  made from: {describe_source(result.harness_source)}")
     print(f"  rerun: {result.rows} rows of {result.cases} cases judged again on CPU "
           f"({result.workers} processes), identical to the receipt")
     print(f"  verdict: {v['verdict']} ({v['rows_stopped']} of {v['rows']} rows stopped; "

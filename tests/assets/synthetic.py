@@ -14,14 +14,14 @@ import random
 from pathlib import Path
 from typing import Any
 
-from harness.bundle import BundleContent, WrittenBundle, write_bundle
-from harness.cases_index import render_cases_index
-from harness.f32 import encode, runtime_p, to_float32
-from harness.gate import verdict
-from harness.judge import CaseBytes, RowSpec, judge_cases
-from harness.keys import load_private_key
-from harness.manifest import expected_layout, parse_manifest
-from harness.oracle import reference
+from harness.core.bundle import BundleContent, WrittenBundle, write_bundle
+from harness.core.cases_index import render_cases_index
+from harness.core.f32 import encode, runtime_p, to_float32
+from harness.core.gate import verdict
+from harness.core.judge import CaseBytes, RowSpec, judge_cases
+from harness.core.keys import load_private_key
+from harness.core.manifest import expected_layout, parse_manifest
+from harness.core.oracle import reference
 
 ASSETS = Path(__file__).resolve().parent
 SIGNING_KEY = ASSETS / "keys" / "test-only-signing.key"

@@ -13,9 +13,9 @@ import struct
 import pytest
 
 from harness.cli import main
-from harness.f32 import decode, to_float32
-from harness.gate import within_count_bound
-from harness.oracle import reference
+from harness.core.f32 import decode, to_float32
+from harness.core.gate import within_count_bound
+from harness.core.oracle import reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.sources]
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.errors import EXIT_OK, EXIT_STOP
-from harness.keys import load_public_key
-from harness.verify import open_bundle
+from harness.core.errors import EXIT_OK, EXIT_STOP
+from harness.core.keys import load_public_key
+from harness.core.verify import open_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = ROOT / "evidence/manifests/smoke-interpreter.json"
@@ -87,7 +87,7 @@ def test_an_unusable_output_location_is_refused_before_anything_runs(tmp_path, c
 
 
 def test_missing_parent_folders_are_created(tmp_path):
-    from harness.run import _prepare_parent
+    from harness.capture.run import _prepare_parent
 
     _prepare_parent(tmp_path / "runs" / "deep" / "bundle")
     assert (tmp_path / "runs" / "deep").is_dir()

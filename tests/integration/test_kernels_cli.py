@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from harness.cli import main
-from harness.f32 import decode
+from harness.core.f32 import decode
 
 
 def _write(path, values):

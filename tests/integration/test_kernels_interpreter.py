@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import sources
-from harness.f32 import decode, rows, to_float32
-from harness.gate import within_count_bound
-from harness.kernels.runner import run_side
-from harness.oracle import Certified, reference
+from harness.capture import sources
+from harness.capture.kernels.runner import run_side
+from harness.core.f32 import decode, rows, to_float32
+from harness.core.gate import within_count_bound
+from harness.core.oracle import Certified, reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.sources]
 

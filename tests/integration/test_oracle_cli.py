@@ -62,7 +62,7 @@ def test_usage_errors_exit_2(capsys):
 
 def test_ambiguous_rows_exit_3(tmp_path, capsys, monkeypatch):
     # Make the scan propose one token too many: certification must then refuse it.
-    from harness import oracle
+    from harness.core import oracle
 
     real = oracle._neumaier_scan
     monkeypatch.setattr(oracle, "_neumaier_scan", lambda w, t: min(len(w), real(w, t) + 1))

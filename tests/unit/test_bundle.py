@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import bundle
-from harness.errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
+from harness.core import bundle
+from harness.core.errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
 import synthetic  # noqa: E402
@@ -121,7 +121,7 @@ def test_writer_leaves_nothing_behind_on_failure(tmp_path, monkeypatch):
 
 
 def test_writer_enforces_the_size_cap(tmp_path):
-    from harness.keys import load_private_key
+    from harness.core.keys import load_private_key
 
     with pytest.raises(LimitError, match="over its cap"):
         bundle.write_bundle(tmp_path / "b", synthetic.content(), load_private_key(
@@ -156,7 +156,7 @@ def test_written_bundle_layout_and_digests(tmp_path):
 def test_private_key_never_enters_a_bundle(tmp_path):
     written = synthetic.write(tmp_path / "b")
     secret = synthetic.SIGNING_KEY.read_bytes()
-    from harness.keys import load_private_key, private_pem
+    from harness.core.keys import load_private_key, private_pem
 
     raw = load_private_key(synthetic.SIGNING_KEY).private_bytes_raw()
     for path in written.path.rglob("*"):

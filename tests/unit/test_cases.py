@@ -1,4 +1,4 @@
-"""harness.cases: determinism, upstream-style draws, and each boundary construction."""
+"""harness.capture.cases: determinism, upstream-style draws, and each boundary construction."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import cases as cs
-from harness import manifest as mf
-from harness.cases_index import check_against_manifest, parse_cases_index
-from harness.errors import LimitError, NonFiniteLogitError, UsageError
-from harness.f32 import decode, runtime_p, to_float32
-from harness.oracle import Certified, canonical_order, reference
+from harness.capture import cases as cs
+from harness.core import manifest as mf
+from harness.core.cases_index import check_against_manifest, parse_cases_index
+from harness.core.errors import LimitError, NonFiniteLogitError, UsageError
+from harness.core.f32 import decode, runtime_p, to_float32
+from harness.core.oracle import Certified, canonical_order, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "evidence" / "manifests"
@@ -73,7 +73,7 @@ def test_same_manifest_same_bytes(h200: mf.Manifest, h200_built) -> None:
 def test_same_bytes_in_a_fresh_process(smoke: mf.Manifest) -> None:
     code = (
         "import hashlib, sys\n"
-        "from harness import cases, manifest\n"
+        "from harness.capture import cases\nfrom harness.core import manifest\n"
         f"m = manifest.parse_manifest(open({str(SMOKE)!r}, 'rb').read())\n"
         "h = hashlib.sha256()\n"
         "for b in cases.build_cases(m):\n"

@@ -1,4 +1,4 @@
-"""harness.cases_index: render, parse, validate and bind cases.json to a manifest."""
+"""harness.core.cases_index: render, parse, validate and bind cases.json to a manifest."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import cases_index as ci
-from harness import manifest as mf
-from harness.errors import BindingMismatchError, HarnessError, MalformedEvidenceError
+from harness.core import cases_index as ci
+from harness.core import manifest as mf
+from harness.core.errors import BindingMismatchError, HarnessError, MalformedEvidenceError
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = ROOT / "evidence" / "manifests" / "smoke-interpreter.json"

@@ -17,7 +17,7 @@ cvi = importlib.util.module_from_spec(_spec)
 sys.modules["cuda_vs_interpreter"] = cvi
 _spec.loader.exec_module(cvi)
 
-from harness.f32 import encode  # noqa: E402
+from harness.core.f32 import encode  # noqa: E402
 
 NEG = -math.inf
 LOGITS = [3.0, 1.0, 0.5, -2.0, 0.25]

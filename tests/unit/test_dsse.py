@@ -9,9 +9,9 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from harness import dsse
-from harness.errors import BindingMismatchError, MalformedEvidenceError, SignatureError
-from harness.keys import keyid
+from harness.core import dsse
+from harness.core.errors import BindingMismatchError, MalformedEvidenceError, SignatureError
+from harness.core.keys import keyid
 
 
 def test_pae_known_answer_from_the_dsse_spec():
@@ -41,7 +41,7 @@ def test_ed25519_known_answer_rfc8032_test1():
     # RFC 8032 section 7.1, TEST 1 (empty message): the backend signs what the RFC says.
     seed = bytes.fromhex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
     key = Ed25519PrivateKey.from_private_bytes(seed)
-    from harness.keys import raw_public_bytes
+    from harness.core.keys import raw_public_bytes
 
     assert raw_public_bytes(key.public_key()).hex() == (
         "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")

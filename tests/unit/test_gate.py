@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import gate
-from harness.errors import UsageError
-from harness.gate import FORCED, ORDINARY, Row, SideOutput, judge_row, verdict
-from harness.oracle import Certified, reference
+from harness.core import gate
+from harness.core.errors import UsageError
+from harness.core.gate import FORCED, ORDINARY, Row, SideOutput, judge_row, verdict
+from harness.core.oracle import Certified, reference
 
 NEG = -math.inf
 # Ten distinct logits; with p = 0.75 the oracle keeps the top 3 (asserted below).

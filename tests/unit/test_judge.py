@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from harness.errors import ShapeError, UsageError
-from harness.f32 import encode, to_float32
-from harness.judge import CaseBytes, RowSpec, judge_cases
-from harness.oracle import reference
+from harness.core.errors import ShapeError, UsageError
+from harness.core.f32 import encode, to_float32
+from harness.core.judge import CaseBytes, RowSpec, judge_cases
+from harness.core.oracle import reference
 
 NEG = -math.inf
 

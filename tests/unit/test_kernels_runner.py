@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import sources
-from harness.errors import KernelRunError
-from harness.kernels.runner import run_side
+from harness.capture import sources
+from harness.capture.kernels.runner import run_side
+from harness.core.errors import KernelRunError
 
 
 def _cases(tmp_path: Path) -> Path:

@@ -9,8 +9,8 @@ import stat
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from harness import keys
-from harness.errors import UsageError
+from harness.core import keys
+from harness.core.errors import UsageError
 
 
 def test_write_keypair_modes_and_roundtrip(tmp_path):
@@ -80,7 +80,7 @@ def test_committed_test_only_keys_are_named_as_such():
 def test_built_in_project_key_is_the_committed_evidence_key():
     from pathlib import Path
 
-    from harness.keys import keyid, load_public_key, project_public_key
+    from harness.core.keys import keyid, load_public_key, project_public_key
 
     root = Path(__file__).resolve().parents[2]
     committed = root / "evidence/keys/topp-gate-evidence.pub"

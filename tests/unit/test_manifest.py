@@ -1,4 +1,4 @@
-"""harness.manifest: schema, frozen hash, limits, exact values, torch-free layout."""
+"""harness.core.manifest: schema, frozen hash, limits, exact values, torch-free layout."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import manifest as mf
-from harness.errors import EvidenceDriftError, HarnessError, InvalidPError, LimitError
-from harness.f32 import to_float32
+from harness.core import manifest as mf
+from harness.core.errors import EvidenceDriftError, HarnessError, InvalidPError, LimitError
+from harness.core.f32 import to_float32
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "evidence" / "manifests"
@@ -52,7 +52,7 @@ def test_schema_is_valid_2020_12() -> None:
 
 @pytest.mark.parametrize("name", ["manifest.schema.json", "cases.schema.json"])
 def test_top_level_schema_copy_is_byte_identical(name: str) -> None:
-    packaged = (ROOT / "harness" / "schemas" / name).read_bytes()
+    packaged = (ROOT / "harness" / "core" / "schemas" / name).read_bytes()
     assert (ROOT / "schemas" / name).read_bytes() == packaged
 
 
@@ -340,7 +340,7 @@ def test_forced_layout_order_is_value_then_p_then_id() -> None:
 
 def test_layout_needs_no_torch_or_numpy() -> None:
     code = (
-        "import sys, harness.manifest as m, harness.cases_index as ci\n"
+        "import sys, harness.core.manifest as m, harness.core.cases_index as ci\n"
         f"man = m.load_manifest({str(H200)!r}, require_frozen=False)\n"
         "layout = m.expected_layout(man)\n"
         "ci.check_against_manifest(ci.parse_cases_index(ci.render_cases_index(layout)), man)\n"

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import oracle
-from harness.errors import EmptyRowError, InvalidPError, NonFiniteLogitError
-from harness.f32 import runtime_p, to_float32
-from harness.gate import prefix_violation
+from harness.core import oracle
+from harness.core.errors import EmptyRowError, InvalidPError, NonFiniteLogitError
+from harness.core.f32 import runtime_p, to_float32
+from harness.core.gate import prefix_violation
 
 FLT_MAX = struct.unpack("<f", bytes.fromhex("ffff7f7f"))[0]  # 3.4028234663852886e38
 FLT_TRUE_MIN = struct.unpack("<f", bytes.fromhex("01000000"))[0]  # 2**-149

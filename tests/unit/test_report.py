@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from harness.f32 import encode, to_float32
-from harness.gate import verdict
-from harness.judge import CaseBytes, RowSpec, judge_cases
-from harness.oracle import reference
-from harness.report import ReportInputs, render_markdown, render_png, summarize
+from harness.capture.report import ReportInputs, render_markdown, render_png, summarize
+from harness.core.f32 import encode, to_float32
+from harness.core.gate import verdict
+from harness.core.judge import CaseBytes, RowSpec, judge_cases
+from harness.core.oracle import reference
 
 NEG = -math.inf
 VOCAB = 64

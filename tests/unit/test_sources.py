@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import sources
-from harness.errors import EvidenceDriftError, SourcesError, UsageError
+from harness.capture import sources
+from harness.core.errors import EvidenceDriftError, SourcesError, UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 PATH = "pkg/kernel.py"

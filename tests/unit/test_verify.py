@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import (
+from harness.core.errors import (
     BindingMismatchError,
     MalformedEvidenceError,
     SignatureError,
     VerificationError,
 )
-from harness.keys import load_public_key
-from harness.verify import HarnessDriftError, VerificationInternalError, verify_bundle
+from harness.core.keys import load_public_key
+from harness.core.verify import HarnessDriftError, VerificationInternalError, verify_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
@@ -79,7 +79,7 @@ def test_frozen_manifest_matching_and_not(good, tmp_path):
     manifest = tmp_path / "synthetic.json"
     raw = (good / "manifest.json").read_bytes()
     manifest.write_bytes(raw)
-    from harness.manifest import sha256sum_line
+    from harness.core.manifest import sha256sum_line
 
     (tmp_path / "synthetic.json.sha256").write_text(sha256sum_line(raw, "synthetic.json"))
     result = verify_bundle(good, PUB, frozen_manifest=manifest)
@@ -108,7 +108,7 @@ def test_symlinked_artifact_is_refused(copy, tmp_path):
 
 
 def test_unexpected_exception_inside_verification_fails_closed(good, monkeypatch):
-    import harness.verify as verify_module
+    import harness.core.verify as verify_module
 
     def boom(*a, **k):
         raise ZeroDivisionError("bug")
@@ -119,10 +119,11 @@ def test_unexpected_exception_inside_verification_fails_closed(good, monkeypatch
 
 
 def test_harness_difference_is_reported_and_fatal_only_when_strict(good, monkeypatch):
-    import harness.receipt as receipt_module
+    import harness.core.provenance as provenance_module
 
-    monkeypatch.setattr(receipt_module, "harness_code_digest",
-                        lambda: {"algorithm": "x", "sha256": "f" * 64, "files": 1})
+    monkeypatch.setattr(provenance_module, "installed_digest",
+                        lambda algorithm: {"algorithm": algorithm, "sha256": "f" * 64,
+                                           "files": 1})
     lax = verify_bundle(good, PUB)
     assert not lax.harness_matches and lax.harness_local == "f" * 64
     with pytest.raises(HarnessDriftError):
@@ -187,7 +188,7 @@ def test_every_file_of_a_bundle_is_bound(copy):
 def test_verifier_loads_no_torch_triton_or_vllm(good):
     script = textwrap.dedent(f"""
         import sys
-        import harness.verify
+        import harness.core.verify
         from harness.cli import main
         rc = main(["verify", {str(good)!r}, "--pubkey", {str(synthetic.SIGNING_PUB)!r},
                    "--workers", "1"])
@@ -221,7 +222,7 @@ def test_verifier_works_without_numpy(good):
 
 
 def test_open_bundle_gives_digest_checked_bytes(good, copy):
-    from harness.verify import open_bundle
+    from harness.core.verify import open_bundle
 
     view = open_bundle(good, PUB)
     assert view.stored_path("manifest.json") == "manifest.json"
@@ -241,8 +242,8 @@ def test_kernel_drift_in_evidence_must_have_stopped_the_run(tmp_path):
     import dataclasses
     import json as json_module
 
-    from harness.bundle import write_bundle
-    from harness.keys import load_private_key
+    from harness.core.bundle import write_bundle
+    from harness.core.keys import load_private_key
 
     content = synthetic.content()
     drifted = {side: json_module.dumps({**json_module.loads(content.evidence[side]),
@@ -253,7 +254,7 @@ def test_kernel_drift_in_evidence_must_have_stopped_the_run(tmp_path):
     write_bundle(tmp_path / "silent", silent, key)
     with pytest.raises(BindingMismatchError, match="without a stop"):
         verify_bundle(tmp_path / "silent", PUB, workers=1)
-    from harness.gate import verdict
+    from harness.core.gate import verdict
 
     honest = dataclasses.replace(silent, run_stops=["evidence_drift"],
                                  verdict=verdict(content.rows, ["evidence_drift"]))
@@ -267,8 +268,8 @@ def test_split_path_flags_are_bound_to_the_kernel_evidence(tmp_path):
     import dataclasses
     import json as json_module
 
-    from harness.bundle import write_bundle
-    from harness.keys import load_private_key
+    from harness.core.bundle import write_bundle
+    from harness.core.keys import load_private_key
 
     content = synthetic.content()
     key = load_private_key(synthetic.SIGNING_KEY)

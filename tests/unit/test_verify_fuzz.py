@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.errors import VerificationError
-from harness.keys import load_public_key
-from harness.verify import verify_bundle
+from harness.core.errors import VerificationError
+from harness.core.keys import load_public_key
+from harness.core.verify import verify_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))

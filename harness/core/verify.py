@@ -18,7 +18,7 @@ Order (each step reads only bytes a previous step verified):
  8. the oracle and the gate rerun from the captured bytes: identical per-row results and
     the same verdict.
 
-Every failure is a :class:`~harness.errors.VerificationError` (one line, exit 4);
+Every failure is a :class:`~harness.core.errors.VerificationError` (one line, exit 4);
 unexpected exceptions are wrapped too (fail closed).
 """
 
@@ -35,7 +35,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from . import dsse, receipt
+from . import dsse, provenance, receipt
 from .bundle import (
     CASES,
     CODEC_MASK,
@@ -97,12 +97,27 @@ class Verified:
     frozen_manifest: str | None  # the frozen hash compared against, if one was given
     harness_recorded: str
     harness_local: str
+    harness_algorithm: str
+    harness_source: dict[str, Any] | None  # commit and cleanliness the receipt records
     workers: int
     seconds: dict[str, float]  # wall time per phase: read_and_digest, checks, rerun
 
     @property
     def harness_matches(self) -> bool:
         return self.harness_recorded == self.harness_local
+
+
+def describe_source(source: dict[str, Any] | None) -> str:
+    """One line for the commit a receipt records (receipts before provenance have none)."""
+    if source is None:
+        return ("no commit recorded (an older receipt: VERIFYING.md lists the commit whose "
+                "harness digest it records)")
+    if source.get("commit") is None:
+        return "no commit recorded (the harness did not run from a git checkout)"
+    clean = {True: "clean tree", False: "tree with uncommitted changes",
+             None: "cleanliness not recorded"}[source.get("clean")]
+    how = "" if source.get("how") == "git" else f", as claimed by {source.get('how')}"
+    return f"commit {source['commit']} ({clean}{how})"
 
 
 def _short(value: Any) -> str:
@@ -538,8 +553,8 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool,
     _bound_json(artifacts, predicate)
     _check_pins(manifest, predicate)
     _check_dispatch(manifest, predicate)
-    local = receipt.harness_code_digest()["sha256"]
     recorded = predicate["harness"]["sha256"]
+    local = provenance.installed_digest(predicate["harness"]["algorithm"])["sha256"]
     if strict and recorded != local:
         raise HarnessDriftError("harness code digest", recorded, local)
     seconds["checks"] = clock() - start
@@ -550,4 +565,6 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool,
         path=path, keyid=keyid(public_key), verdict=final, rows=final["rows"],
         cases=len(layout), artifacts=len(artifacts.subjects),
         manifest_sha256=artifacts.digest(MANIFEST), frozen_manifest=frozen,
-        harness_recorded=recorded, harness_local=local, workers=workers, seconds=seconds)
+        harness_recorded=recorded, harness_local=local,
+        harness_algorithm=predicate["harness"]["algorithm"],
+        harness_source=predicate["harness"].get("source"), workers=workers, seconds=seconds)

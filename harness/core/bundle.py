@@ -46,7 +46,8 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from . import __version__, dsse, receipt
+from .. import __version__
+from . import dsse, provenance, receipt
 from .errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
 from .keys import keyid
 
@@ -262,6 +263,8 @@ class BundleContent:
     timings: dict[str, Any] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     reports: Mapping[str, bytes] = field(default_factory=dict)
+    harness_source: dict[str, Any] = field(
+        default_factory=lambda: {"commit": None, "clean": None, "how": "unknown"})
 
 
 @dataclass(frozen=True)
@@ -353,7 +356,8 @@ def build_predicate(content: BundleContent, max_bytes: int | None) -> dict[str, 
             entry[side] = "ok" if isinstance(value, bytes) else value
         cases.append(entry)
     return {
-        "harness": {"version": __version__, **receipt.harness_code_digest()},
+        "harness": {"version": __version__, **provenance.installed_digest(),
+                    "source": dict(content.harness_source)},
         "verdict": dict(content.verdict),
         "run_stops": sorted(set(content.run_stops)),
         "rows": list(content.rows),

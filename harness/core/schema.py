@@ -16,8 +16,8 @@ MAX_MESSAGE = 200
 
 @cache
 def load(name: str) -> dict[str, Any]:
-    """A schema from ``harness/schemas/`` (read once)."""
-    text = resources.files("harness").joinpath("schemas", name).read_text("utf-8")
+    """A schema from ``harness/core/schemas/`` (read once)."""
+    text = resources.files("harness.core").joinpath("schemas", name).read_text("utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema
 

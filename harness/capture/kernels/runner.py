@@ -1,6 +1,6 @@
 """Kernel runner (parent side): one child process per side, a timeout, crash capture.
 
-:func:`run_side` starts ``python -m harness.kernels.child`` in its own process group with
+:func:`run_side` starts ``python -m harness.capture.kernels.child`` in its own process group with
 the environment its backend needs, waits at most ``timeout_s`` seconds, kills the whole
 group on a hang, and reads back what the child wrote. The result's status is ``ok`` only
 when the child exited 0, its evidence says ``ok``, names this side's kernel hash, covers
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import KernelRunError
+from ...core.errors import KernelRunError
 from ..sources import Side
 from .child import FAULT_ENV
 
@@ -106,7 +106,7 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
              fault: str | None = None) -> SideResult:
     """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
 
-    ``tree`` must already be verified (``harness.sources.resolve_tree``). ``repeats`` adds
+    ``tree`` must already be verified (``harness.capture.sources.resolve_tree``). ``repeats`` adds
     timed CUDA calls after the observed one. ``fault`` (``abort`` or ``hang``) is for the
     test suite only: it is passed to the child in ``TOPP_GATE_TEST_FAULT`` and recorded in
     the result and in the evidence the child starts with.
@@ -136,7 +136,7 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
         with stderr_path.open("wb") as stderr:
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "harness.kernels.child", str(request_path)],
+                    [sys.executable, "-m", "harness.capture.kernels.child", str(request_path)],
                     cwd=scratch, env=_child_env(backend, fault), stdin=subprocess.DEVNULL,
                     stdout=stderr, stderr=stderr, start_new_session=True,
                 )

@@ -8,7 +8,7 @@ refuses them unless that hash is the frozen one. Schema and semantic checks, and
 resource limit, are enforced here, before anything runs.
 
 Exact decimal values (p, forced values, constructed logits) are JSON strings, converted by
-the harness rule: ``float(text)`` (binary64), then round to float32 (``harness.f32``).
+the harness rule: ``float(text)`` (binary64), then round to float32 (``harness.core.f32``).
 
 :func:`expected_layout` computes, without torch, the case list a ``cases.json`` built from
 this manifest must hold: id, kind, batch, vocab and per row ``judge``, ``forced_id``,

@@ -43,10 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .cases_index import render_cases_index
-from .errors import InvalidPError, NonFiniteLogitError, UsageError
-from .f32 import runtime_p
-from .manifest import (
+from ..core.cases_index import render_cases_index
+from ..core.errors import InvalidPError, NonFiniteLogitError, UsageError
+from ..core.f32 import runtime_p
+from ..core.manifest import (
     FORCED,
     ORDINARY,
     CaseLayout,
@@ -56,7 +56,7 @@ from .manifest import (
     float32_step,
     forced_grid,
 )
-from .oracle import Certified, reference
+from ..core.oracle import Certified, reference
 
 F32 = torch.float32
 
@@ -232,7 +232,7 @@ def count_for_target(weights: Sequence[float], target: float) -> int:
 def decimal_and_float32_counts(row: Sequence[float], p_text: str) -> tuple[int, int]:
     """(oracle count with float32(p), count the same procedure gives with binary64 p).
 
-    The first is ``harness.oracle.reference`` itself; the second reuses its weights and
+    The first is ``harness.core.oracle.reference`` itself; the second reuses its weights and
     normalizer with ``target = float(p_text) * normalizer``.
     """
     outcome = reference(row, runtime_p(p_text))

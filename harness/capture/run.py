@@ -27,17 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .bundle import BundleContent, WrittenBundle, write_bundle
+from .. import __version__
+from ..core.bundle import BundleContent, WrittenBundle, write_bundle
+from ..core.cases_index import check_against_manifest, parse_cases_index
+from ..core.errors import EvidenceDriftError, UsageError
+from ..core.gate import verdict
+from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
+from ..core.keys import load_private_key
+from ..core.manifest import Manifest, load_manifest
+from ..core.oracle import numpy_available
 from .cases import write_cases
-from .cases_index import check_against_manifest, parse_cases_index
-from .errors import EvidenceDriftError, UsageError
-from .gate import verdict
-from .judge import CaseBytes, RowSpec, default_workers, judge_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
-from .keys import load_private_key
-from .manifest import Manifest, load_manifest
-from .oracle import numpy_available
+from .provenance import source_revision
 from .sources import (
     SIDES,
     Pins,
@@ -332,6 +333,7 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
             timings=timings,
             limits=limits,
             reports=reports,
+            harness_source=source_revision(),
         )
         _say(progress, f"writing and signing the bundle {options.out}")
         written = write_bundle(options.out, content, key,

@@ -1,8 +1,9 @@
 """Kernel child: import one side's pinned vLLM kernel module and run it on captured bytes.
 
-Run as ``python -m harness.kernels.child REQUEST.json`` by :mod:`harness.kernels.runner`,
-one process per side, so two vLLM versions never share an interpreter. Needs only the
-standard library, torch, triton and numpy (the GPU machine has nothing else).
+Run as ``python -m harness.capture.kernels.child REQUEST.json`` by
+:mod:`harness.capture.kernels.runner`, one process per side, so two vLLM versions never
+share an interpreter. Needs only the standard library, torch, triton and numpy (the GPU
+machine has nothing else).
 
 The request (written by the runner) names the side, its verified tree, the backend, the SM
 count for the interpreter, the cases index and the output directory. The child:
@@ -372,7 +373,7 @@ def run_case(torch: Any, module: Any, observer: SplitObserver, backend: str, num
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m harness.kernels.child REQUEST.json", file=sys.stderr)
+        print("usage: python -m harness.capture.kernels.child REQUEST.json", file=sys.stderr)
         return 2
     request = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     out_dir = Path(request["out_dir"])

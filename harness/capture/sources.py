@@ -2,7 +2,7 @@
 
 Everything here fails closed. A wheel is hashed before anything opens it as a zip; an
 extracted tree holds exactly the pinned files, each re-hashed before every use; any
-difference is :class:`~harness.errors.EvidenceDriftError` and nothing runs.
+difference is :class:`~harness.core.errors.EvidenceDriftError` and nothing runs.
 
 Layout of the cache (``--cache``, else ``$TOPP_GATE_CACHE``, else
 ``$XDG_CACHE_HOME/topp-gate``, else ``~/.cache/topp-gate``)::
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .errors import EvidenceDriftError, SourcesError, UsageError
+from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 
 SIDES = ("stock", "patched")
 _CHUNK = 1 << 20

@@ -1,0 +1,49 @@
+"""Where the running harness came from: the git commit of its checkout and whether the
+tree was clean, recorded in every new receipt beside the trusted-core digest.
+
+The commit is read with ``git`` from the checkout that holds the imported ``harness``
+package. A copy without ``.git`` (for example a working tree shipped to a GPU machine) may
+name its commit in ``TOPP_GATE_SOURCE_COMMIT`` (and ``TOPP_GATE_SOURCE_CLEAN=1|0``); the
+receipt then says ``"how": "environment"``: a claim of the signer, like everything else it
+signs. An installed wheel records ``"how": "unknown"``. The core digest is what binds the
+code; the commit says where to find it (``topp-gate harness-digest DIR`` recomputes it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import harness
+
+COMMIT_ENV = "TOPP_GATE_SOURCE_COMMIT"
+CLEAN_ENV = "TOPP_GATE_SOURCE_CLEAN"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+GIT_TIMEOUT_S = 20
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=GIT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def source_revision(root: Path | None = None) -> dict[str, Any]:
+    """``{"commit": hex|None, "clean": bool|None, "how": "git"|"environment"|"unknown"}``."""
+    checkout = Path(root) if root is not None else Path(harness.__file__).resolve().parent.parent
+    if (checkout / ".git").exists():
+        head = _git(checkout, "rev-parse", "HEAD")
+        status = _git(checkout, "status", "--porcelain")
+        if head is not None and _COMMIT.fullmatch(head.strip()) and status is not None:
+            return {"commit": head.strip(), "clean": status.strip() == "", "how": "git"}
+    claimed = os.environ.get(COMMIT_ENV, "").strip()
+    if _COMMIT.fullmatch(claimed):
+        clean = {"1": True, "0": False}.get(os.environ.get(CLEAN_ENV, "").strip())
+        return {"commit": claimed, "clean": clean, "how": "environment"}
+    return {"commit": None, "clean": None, "how": "unknown"}
