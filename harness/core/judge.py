@@ -10,6 +10,7 @@ identical to a serial run (tests prove it). No torch, triton or vLLM here.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -99,19 +100,32 @@ def tasks(cases: Iterable[CaseBytes], *, fast: bool = False) -> Iterator[_Task]:
                    case.split_path, fast)
 
 
-def _output(side: bytes | str) -> SideOutput:
+def _output(side: bytes | str, fast: bool) -> SideOutput:
     if isinstance(side, str):
         return SideOutput.failed(side)
-    return SideOutput(OK, decode(side))
+    return SideOutput(OK, _decode_row(side, fast, wide=False))
+
+
+def _decode_row(data: bytes, fast: bool, *, wide: bool) -> Any:
+    """Python floats, or with ``fast`` a numpy row (float64 when ``wide``; exact either way)."""
+    if not fast:
+        return decode(data)
+    import numpy as np
+
+    if len(data) % FLOAT32_BYTES:
+        raise ShapeError(f"{len(data)} bytes is not a whole number of float32 values")
+    row = np.frombuffer(data, dtype="<f4")
+    return row.astype(np.float64) if wide else row
 
 
 def judge_task(task: _Task) -> dict[str, Any]:
     """Judge one row: decode bytes, run the oracle, apply the gate."""
     case_id, index, kind, forced_id, logits_bytes, p32, stock, patched, split_path, fast = task
-    logits = decode(logits_bytes)
+    logits = _decode_row(logits_bytes, fast, wide=True)
     row = Row(case_id, index, kind, logits, p32, forced_id)
     outcome = reference(logits, p32, row=index, fast=fast)
-    return judge_row(row, outcome, _output(stock), _output(patched), split_path=split_path)
+    return judge_row(row, outcome, _output(stock, fast), _output(patched, fast),
+                     split_path=split_path)
 
 
 def default_workers() -> int:
@@ -136,9 +150,32 @@ def judge_cases(cases: Iterable[CaseBytes], *, workers: int = 1, fast: bool = Fa
             if progress:
                 progress(1)
         return results
+    global _FORKED_WORK
+    if "fork" in multiprocessing.get_all_start_methods():
+        # Workers inherit the rows through fork: only an index travels to each of them,
+        # not the row's megabytes of logits and outputs (pickling those cost more than
+        # judging them).
+        _FORKED_WORK = work
+        try:
+            with ProcessPoolExecutor(max_workers=workers,
+                                     mp_context=multiprocessing.get_context("fork")) as pool:
+                for result in pool.map(_judge_forked, range(len(work)), chunksize=1):
+                    results.append(result)
+                    if progress:
+                        progress(1)
+        finally:
+            _FORKED_WORK = []
+        return results
     with ProcessPoolExecutor(max_workers=workers) as pool:
         for result in pool.map(judge_task, work, chunksize=1):
             results.append(result)
             if progress:
                 progress(1)
     return results
+
+
+_FORKED_WORK: list[_Task] = []
+
+
+def _judge_forked(index: int) -> dict[str, Any]:
+    return judge_task(_FORKED_WORK[index])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any
 
 from .errors import EmptyRowError, InvalidPError, NonFiniteLogitError
@@ -183,10 +183,15 @@ def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOut
 
     values = np.asarray(logits, dtype=np.float64)
     if values.size == 0 or not np.isfinite(values).all():
-        _check_logits(logits, row)  # raises the same typed error as the pure path
+        _check_logits(values.tolist(), row)  # the same typed error as the pure path
     order_arr = _canonical_order_numpy(values)
     shifted = values[order_arr] - values[order_arr[0]]  # exact-rounded, same as Python
-    weights = list(map(math.exp, shifted.tolist()))
+    # Canonical order makes ``shifted`` non-increasing, so the weights that math.exp sends
+    # to exactly 0.0 (every x below EXP_UNDERFLOW_BELOW, far under ln of half the smallest
+    # subnormal, -745.13) are a suffix: written as 0.0 without calling math.exp.
+    live = int(np.count_nonzero(shifted >= EXP_UNDERFLOW_BELOW))
+    weights = list(map(math.exp, shifted[:live].tolist()))
+    weights.extend(repeat(0.0, shifted.size - live))
     normalizer = math.fsum(weights)
     target = p32 * normalizer
     count = _neumaier_scan_numpy(np.asarray(weights, dtype=np.float64), target)
@@ -194,6 +199,7 @@ def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOut
 
 
 SCAN_CHUNK = 16384
+EXP_UNDERFLOW_BELOW = -800.0  # math.exp(x) == 0.0 for every x < this (tests check it)
 
 
 def _neumaier_scan_numpy(w: Any, target: float) -> int:

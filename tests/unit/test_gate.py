@@ -273,3 +273,81 @@ def test_dropping_any_oracle_token_always_stops(logits, p, data):
     ids = [i for i in o.kept if i != drop]
     r = judge(list(o.kept), ids, logits=logits, p=p)
     assert "missing_oracle_token" in r["stops"]
+
+
+# --- the row scans against their one-loop definitions (differential properties) -------------
+# The gate's scans use C-level passes (map, compress, max/index) for speed; these are the
+# plain loops they must agree with on every input, ties, signed zeros, NaN and -inf included.
+
+
+def _mask_by_loop(values):
+    return [i for i, v in enumerate(values) if v != -math.inf and v == v], any(
+        v != v for v in values)
+
+
+def _argmax_by_loop(values):
+    best = None
+    for i, v in enumerate(values):
+        if v == v and (best is None or v > values[best]):
+            best = i
+    return best
+
+
+def _prefix_violation_by_loop(logits, kept):
+    if not kept:
+        return None
+    low = kept[0]
+    for i in kept:
+        if logits[i] < logits[low] or (logits[i] == logits[low] and i > low):
+            low = i
+    tie = False
+    for j, v in enumerate(logits):
+        if j in set(kept):
+            continue
+        if v > logits[low]:
+            return "non_prefix"
+        if v == logits[low] and j < low:
+            tie = True
+    return "noncanonical_tie" if tie else None
+
+
+_small_values = st.sampled_from([-math.inf, math.inf, math.nan, -0.0, 0.0, 1.0, -1.0, 2.5, 1e30])
+_rows = st.lists(_small_values, min_size=0, max_size=40)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_rows)
+def test_mask_and_argmax_agree_with_their_loops(values):
+    mask = gate._mask(values)
+    assert (mask.kept, mask.has_nan) == _mask_by_loop(values)
+    assert gate._argmax(values) == _argmax_by_loop(values)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([-0.0, 0.0, 1.0, -1.0, 2.5, 1e30, -3.0]), min_size=1,
+                max_size=30), st.data())
+def test_prefix_violation_agrees_with_its_loop(logits, data):
+    kept = sorted(data.draw(st.sets(st.integers(0, len(logits) - 1))))
+    assert gate.prefix_violation(logits, kept) == _prefix_violation_by_loop(logits, kept)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_rows)
+def test_numpy_mask_and_argmax_equal_the_pure_ones(values):
+    np = pytest.importorskip("numpy")
+    for row in (np.array(values, dtype=np.float32), np.array(values, dtype=np.float64)):
+        mask = gate._mask(row)
+        assert (mask.kept, mask.has_nan) == _mask_by_loop(values)
+        assert all(type(i) is int for i in mask.kept)
+        found = gate._argmax(row)
+        assert found == _argmax_by_loop(values) and (found is None or type(found) is int)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([-0.0, 0.0, 1.0, -1.0, 2.5, 1e30, -3.0]), min_size=1,
+                max_size=30), st.data())
+def test_numpy_prefix_violation_equals_the_pure_one(logits, data):
+    np = pytest.importorskip("numpy")
+    kept = sorted(data.draw(st.sets(st.integers(0, len(logits) - 1))))
+    expected = _prefix_violation_by_loop(logits, kept)
+    assert gate.prefix_violation(np.array(logits, dtype=np.float64), kept) == expected

@@ -74,3 +74,38 @@ def test_malformed_cases_are_refused():
     with pytest.raises(UsageError):
         judge_cases([CaseBytes(c.id, c.vocab, c.rows, c.logits, c.p, "fine", c.patched,
                                True)])
+
+
+def _arbitrary_case(data, kind: str) -> CaseBytes:
+    from hypothesis import strategies as st
+
+    vocab = data.draw(st.integers(1, 24))
+    level = st.sampled_from([-2.0, -0.0, 0.0, 0.5, 1.0, 3.0, 1e30])
+    logits = data.draw(st.lists(level, min_size=vocab, max_size=vocab))
+    out = st.sampled_from(["keep", "mask", "nan", "inf", "other"])
+
+    def side() -> list[float]:
+        pick = data.draw(st.lists(out, min_size=vocab, max_size=vocab))
+        table = {"mask": NEG, "nan": math.nan, "inf": math.inf, "other": 7.0}
+        return [v if how == "keep" else table[how] for v, how in zip(logits, pick)]
+
+    p = to_float32(data.draw(st.sampled_from([0.1, 0.5, 0.9, 0.999])))
+    forced = data.draw(st.integers(0, vocab - 1)) if kind == "forced" else None
+    return CaseBytes("h", vocab, [RowSpec(kind, forced)], encode(logits), encode([p]),
+                     encode(side()), encode(side()), split_path=data.draw(st.booleans()))
+
+
+@pytest.mark.parametrize("kind", ["ordinary", "forced"])
+def test_fast_judge_equals_pure_judge_on_arbitrary_outputs(kind):
+    """Ties, signed zeros, NaN, +inf, holes, wrong values: the numpy path (oracle and gate
+    scans) must return exactly the pure path's row results."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.data())
+    def check(data):
+        case = _arbitrary_case(data, kind)
+        assert judge_cases([case], fast=True) == judge_cases([case], fast=False)
+
+    check()

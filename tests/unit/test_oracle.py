@@ -280,3 +280,27 @@ def test_chunked_numpy_scan_equals_the_scalar_scan_at_any_chunk_size(logits, p32
         assert oracle.reference(logits, p32, fast=True) == pure
     finally:
         oracle.SCAN_CHUNK = saved
+
+
+def test_math_exp_is_exactly_zero_below_the_fast_paths_underflow_cut():
+    """The fast path writes 0.0 instead of calling math.exp below EXP_UNDERFLOW_BELOW."""
+    from harness.core.oracle import EXP_UNDERFLOW_BELOW
+
+    assert math.exp(-745.2) == 0.0  # already below half the smallest subnormal
+    x = EXP_UNDERFLOW_BELOW
+    for _ in range(2000):
+        x = math.nextafter(x, -math.inf)
+        assert math.exp(x) == 0.0
+    for x in (-801.0, -1e4, -1e10, -1e30, -3.4028234663852886e38, -1.7976931348623157e308):
+        assert math.exp(x) == 0.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -1.0, -700.0, -745.0, -799.9999, -800.0, -800.5, -1e4,
+                                 1e4, 1e10, 1e30, 3.0]), min_size=1, max_size=40),
+       st.sampled_from([0.1, 0.5, 0.9, 0.999]))
+def test_fast_path_equals_pure_path_across_the_underflow_cut(values, p):
+    pytest.importorskip("numpy")
+    logits = [to_float32(v) for v in values]
+    p32 = to_float32(p)
+    assert oracle.reference(logits, p32, fast=True) == oracle.reference(logits, p32, fast=False)
