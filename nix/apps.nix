@@ -1,54 +1,81 @@
-# Wrappers behind `nix run .#gate`, `.#probe` and `.#verify`: each maps to one CLI verb.
-# gate and probe run kernels: they find the host's libcuda (nix/libcuda.sh), give Triton
-# a C compiler and point topp-gate at the Nix-built vLLM sources.
+# The wrappers behind `nix run .#verify`, `.#gate` and `.#probe`. Their text lives in
+# nix/verify.sh, nix/gate.sh (after nix/libcuda.sh) and here (probe); `render` puts the
+# store paths in, exactly as tests/unit/test_nix_wrappers.py does with its own paths.
 {
   pkgs,
   envs,
-  vllmSourcesDir,
+  manifests,
+  # the kernel side (x86_64-linux): nixpkgs with CUDA, and the Nix-built vLLM sources
+  gpuPkgs ? null,
+  vllmSourcesDir ? null,
 }:
 let
-  tritonDriver = "${pkgs.python3Packages.triton-bin}/${pkgs.python3.sitePackages}/triton/backends/nvidia/driver.py";
-  kernelWrapper =
-    verb:
-    pkgs.writeShellApplication {
-      name = "topp-gate-${verb}";
-      runtimeInputs = [
-        envs.gpu
-        pkgs.stdenv.cc
-        pkgs.coreutils
-        pkgs.gnugrep
-        pkgs.gnused
-      ];
-      text = ''
-        ${builtins.readFile ./libcuda.sh}
-        # Triton compiles a small launcher with the C compiler at run time.
-        export CC="${pkgs.stdenv.cc}/bin/cc"
-        export TOPP_GATE_TRITON_DRIVER_PY="${tritonDriver}"
-        # The pinned vLLM sources, built from harness/data/pins.json (nix/vllm-sources.nix),
-        # unless the caller names other ones.
-        export TOPP_GATE_SOURCES="${vllmSourcesDir}"
-        sources=(--sources "$TOPP_GATE_SOURCES")
-        for arg in "$@"; do
-          case "$arg" in --sources | --sources=*) sources=() ;; esac
-        done
-        if ! topp_gate_needs_no_gpu "$@"; then
-          topp_gate_use_libcuda || exit 2
-        fi
-        exec topp-gate ${verb} "''${sources[@]}" "$@"
-      '';
-    };
-in
-rec {
-  gate = kernelWrapper "run";
-  probe = kernelWrapper "probe";
+  render =
+    file: values:
+    builtins.replaceStrings (map (n: "@${n}@") (builtins.attrNames values)) (builtins.attrValues values) (
+      builtins.readFile file
+    );
+  libcuda = builtins.readFile ./libcuda.sh;
+  app = drv: description: {
+    type = "app";
+    program = "${drv}/bin/${drv.meta.mainProgram}";
+    meta = { inherit description; };
+  };
   verify = pkgs.writeShellApplication {
     name = "topp-gate-verify";
     runtimeInputs = [ envs.verifier ];
-    text = ''exec topp-gate verify "$@"'';
+    text = render ./verify.sh { manifests = "${manifests}"; };
   };
-  programs = {
-    gate = "${gate}/bin/topp-gate-run";
-    probe = "${probe}/bin/topp-gate-probe";
-    verify = "${verify}/bin/topp-gate-verify";
-  };
-}
+  kernelInputs = [
+    envs.gpu
+    gpuPkgs.stdenv.cc
+    gpuPkgs.coreutils
+    gpuPkgs.gnugrep
+    gpuPkgs.gnused
+  ];
+in
+if vllmSourcesDir == null then
+  {
+    wrappers = { inherit verify; };
+    apps.verify = app verify "Verify a topp-gate evidence bundle offline (no GPU, no torch)";
+  }
+else
+  rec {
+    wrappers = {
+      inherit verify;
+      gate = gpuPkgs.writeShellApplication {
+        name = "topp-gate-run";
+        runtimeInputs = kernelInputs;
+        text =
+          libcuda
+          + "\n"
+          + render ./gate.sh {
+            manifests = "${manifests}";
+            vllmSources = "${vllmSourcesDir}";
+            cc = "${gpuPkgs.stdenv.cc}/bin/cc";
+          };
+      };
+      probe = gpuPkgs.writeShellApplication {
+        name = "topp-gate-probe";
+        runtimeInputs = kernelInputs;
+        text = libcuda + ''
+
+          # `nix run .#probe -- ...` = topp-gate probe with the Nix-built vLLM sources.
+          export CC="${gpuPkgs.stdenv.cc}/bin/cc"
+          sources=(--sources "${vllmSourcesDir}")
+          for arg in "$@"; do
+            case "$arg" in --sources | --sources=*) sources=() ;; esac
+          done
+          if ! topp_gate_needs_no_gpu "$@"; then
+            topp_gate_use_libcuda || exit 2
+          fi
+          exec topp-gate probe "''${sources[@]}" "$@"
+        '';
+      };
+    };
+    apps = {
+      verify = app wrappers.verify "Verify a topp-gate evidence bundle offline (no GPU, no torch)";
+      gate = app wrappers.gate "Run the predeclared split top-p gate, sign the bundle and verify it";
+      probe = app wrappers.probe "Run topp-gate's breakage probes on the pinned vLLM kernels";
+    };
+  }

@@ -1,11 +1,20 @@
-# Python environments. The torch and Triton that run BOTH kernels are nixpkgs' torch-bin
-# and triton-bin at the pinned revision, not the versions each vLLM release pins; every
-# receipt records the running versions next to the pinned ones.
-{ pkgs, toppGate }:
+# Python environments.
+#
+# The GPU side (`gpu`): nixpkgs' torch-bin and triton-bin at the pinned revision, which are
+# PyTorch's own CUDA wheels (unfree CUDA libraries from cudaPackages, hence allowUnfree);
+# they run BOTH vLLM sides' kernels, not the torch and Triton each vLLM release pins, and
+# every receipt records the running versions next to the pinned ones.
+#
+# The CPU side (`tests`, `cpuDev`, `verifier`): nixpkgs imported without CUDA and without
+# unfree packages, so the CPU tests and the smoke run in Triton's interpreter use the
+# source-built `torch` and `triton` that nixpkgs builds by default (no CUDA
+# redistributables in the closure).
+{
+  cpuPkgs,
+  gpuPkgs ? null,
+}:
 let
-  kernelSide = ps: [
-    ps.torch-bin
-    ps.triton-bin
+  kernelDeps = ps: [
     ps.numpy
     ps.rich
     ps.matplotlib
@@ -22,18 +31,70 @@ let
     ps.mpmath
     ps.securesystemslib
   ];
+  # `topp-gate` running the working tree's code (PEP 660 editable install): the dev
+  # shells set TOPP_GATE_ROOT to the checkout they start in.
+  editable =
+    ps:
+    ps.mkPythonEditablePackage {
+      pname = "topp-gate-editable";
+      inherit (ps.topp-gate) version;
+      root = "$TOPP_GATE_ROOT";
+      dependencies = [
+        ps.jsonschema
+        ps.cryptography
+        ps.rfc8785
+      ];
+      scripts.topp-gate = "harness.cli:main";
+    };
+  devTools = ps: [ (editable ps) ] ++ testTools ps ++ [ ps.mypy ];
 in
 {
   # The offline verifier: standard library, jsonschema, cryptography, rfc8785. No torch.
-  verifier = pkgs.python3.withPackages (_: [ toppGate ]);
-  # Kernel runs on CUDA (or in Triton's interpreter on a CPU).
-  gpu = pkgs.python3.withPackages (ps: [ toppGate ] ++ kernelSide ps) // {
-    nixpkgsConfig = {
-      inherit (pkgs.config) allowUnfree cudaSupport cudaCapabilities;
-    };
-  };
-  # The CPU test suite: everything but the GPU, including Triton's interpreter.
-  tests = pkgs.python3.withPackages (ps: [ toppGate ] ++ kernelSide ps ++ testTools ps);
-  # CPU development shell: verifier side plus the test tools, no torch.
-  cpuDev = pkgs.python3.withPackages (ps: [ toppGate ] ++ testTools ps);
+  verifier = cpuPkgs.python3.withPackages (ps: [ ps.topp-gate ]);
+  # Development without a GPU: your edits, the test tools and mypy; no torch.
+  cpuDev = cpuPkgs.python3.withPackages devTools;
 }
+// (
+  if gpuPkgs == null then
+    { }
+  else
+    {
+      # Kernel runs on CUDA (or in Triton's interpreter on a CPU).
+      gpu =
+        gpuPkgs.python3.withPackages (
+          ps:
+          [
+            ps.topp-gate
+            ps.torch-bin
+            ps.triton-bin
+          ]
+          ++ kernelDeps ps
+        )
+        // {
+          nixpkgsConfig = {
+            inherit (gpuPkgs.config) allowUnfree cudaSupport cudaCapabilities;
+          };
+        };
+      # Development on the GPU machine: the kernel side with your edits.
+      gpuDev = gpuPkgs.python3.withPackages (
+        ps:
+        [
+          ps.torch-bin
+          ps.triton-bin
+        ]
+        ++ kernelDeps ps
+        ++ devTools ps
+      );
+      # The CPU test suite and the smoke run: source-built torch and triton, no CUDA.
+      tests = cpuPkgs.python3.withPackages (
+        ps:
+        [
+          ps.topp-gate
+          ps.torch
+          ps.triton
+        ]
+        ++ kernelDeps ps
+        ++ testTools ps
+      );
+    }
+)

@@ -1,6 +1,7 @@
-# Sourced by the `gate` and `probe` wrappers (nix/apps.nix) before they start
-# topp-gate: make the host's NVIDIA driver library, libcuda.so.1, visible to the
-# Nix-built torch and Triton, also on a machine that is not NixOS.
+# Shell functions placed before the text of the `gate` and `probe` wrappers (nix/apps.nix),
+# which call them before they start topp-gate: make the host's NVIDIA driver library,
+# libcuda.so.1, visible to the Nix-built torch and Triton, also on a machine that is not
+# NixOS.
 #
 # Nix-built programs do not search the host's /usr/lib, and the driver cannot come from
 # Nix (it must match the kernel module). NixOS puts it in /run/opengl-driver/lib; other
@@ -88,18 +89,13 @@ topp_gate_use_libcuda() {
   export LD_LIBRARY_PATH="$links${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export TRITON_LIBCUDA_PATH="$links"
   export TOPP_GATE_LIBCUDA_FOUND="$found"
-  # Some nixpkgs revisions patch Triton to look for libcuda only in /run/opengl-driver/lib.
-  if [ -n "${TOPP_GATE_TRITON_DRIVER_PY:-}" ] && [ "$found" != /run/opengl-driver/lib ] &&
-    grep -q '/run/opengl-driver' "$TOPP_GATE_TRITON_DRIVER_PY" 2>/dev/null; then
-    cat >&2 <<EOF
-topp-gate: warning: this Triton (from nixpkgs) looks for libcuda only in /run/opengl-driver/lib,
-  but libcuda.so.1 is in $found. If Triton then fails with "cannot find -lcuda", run once:
-      sudo mkdir -p /run/opengl-driver && sudo ln -sfn $found /run/opengl-driver/lib
-EOF
-  fi
+  # Triton reads TRITON_LIBCUDA_PATH at every nixpkgs revision: nix/triton-libcuda.nix
+  # makes it do so where nixpkgs hard-codes /run/opengl-driver/lib instead.
 }
 
-# True when the arguments ask for no GPU (Triton's interpreter) or only for help.
+# True when the arguments ask for no GPU (Triton's interpreter) or only for help. Used
+# by the probe wrapper only (the gate wrapper reads its arguments itself).
+# shellcheck disable=SC2317
 topp_gate_needs_no_gpu() {
   local prev="" arg
   for arg in "$@"; do

@@ -1,12 +1,19 @@
 # The topp-gate Python package (module `harness`, console script `topp-gate`) with the
 # verifier's dependencies only; the kernel side's come from the environments in
-# nix/envs.nix. Tests run as flake checks, not here.
-{ pkgs, src }:
+# nix/envs.nix. Called from the python package set (nix/overlays.nix), so it works with
+# any nixpkgs' python3Packages. Tests run as flake checks, not here.
+{
+  src,
+  buildPythonPackage,
+  setuptools,
+  jsonschema,
+  cryptography,
+  rfc8785,
+}:
 let
   project = (builtins.fromTOML (builtins.readFile ../pyproject.toml)).project;
-  py = pkgs.python3Packages;
 in
-py.buildPythonPackage {
+buildPythonPackage {
   pname = project.name;
   inherit (project) version;
   pyproject = true;
@@ -27,13 +34,16 @@ py.buildPythonPackage {
       ]
       && builtins.match ".*(__pycache__|\\.pyc)$" rel == null;
   };
-  build-system = [ py.setuptools ];
+  build-system = [ setuptools ];
   dependencies = [
-    py.jsonschema
-    py.cryptography
-    py.rfc8785
+    jsonschema
+    cryptography
+    rfc8785
   ];
   doCheck = false;
   pythonImportsCheck = [ "harness" ];
-  meta.mainProgram = "topp-gate";
+  meta = {
+    description = "Offline verifier and gate runner for vLLM's split top-p Triton kernel evidence";
+    mainProgram = "topp-gate";
+  };
 }

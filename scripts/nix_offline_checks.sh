@@ -2,8 +2,11 @@
 # The Nix checks that need no network and no GPU, as CI runs them (docs/nix.md).
 # Needs Debian's nix-bin (Nix 2.8): apt-get install -y nix-bin. Run from anywhere.
 #
-#   scripts/nix_offline_checks.sh          # everything but the wheel comparison
+#   scripts/nix_offline_checks.sh          # everything but the wheels and the wrapper run
 #   scripts/nix_offline_checks.sh --sources  # also the pinned wheels (downloads ~650 MB once)
+#                                            # and the first `nix run .#gate` run outside Nix
+#                                            # (the smoke manifest in Triton's interpreter,
+#                                            # about 2 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export NIX_CONFIG="experimental-features = nix-command flakes"
@@ -33,7 +36,8 @@ else
   nix flake check --no-build --no-write-lock-file --offline --override-input nixpkgs path:./nix/stub .
 fi
 
-echo "== the same and more as tests (outputs on the stub, pins, libcuda finder)"
+echo "== the same and more as tests (outputs on the stub, pins, libcuda finder, wrappers)"
 markers="not sources"
 if [ "${1:-}" = "--sources" ]; then markers=""; fi
-"$python" -m pytest -q -p no:cacheprovider -m "$markers" tests/unit/test_flake.py
+"$python" -m pytest -q -p no:cacheprovider -m "$markers" tests/unit/test_flake.py \
+  tests/unit/test_nix_wrappers.py

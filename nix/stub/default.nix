@@ -2,13 +2,25 @@
 # be evaluated offline by an old Nix (Debian's 2.8) that cannot evaluate current nixpkgs.
 #
 # Every attribute below fakes one thing the flake uses and names the nixpkgs file it
-# stands for. Fakes return real derivations (so `nix flake check --no-build` accepts
-# them and store paths are real) whose builder always fails: nothing here can be built.
+# stands for (paths as in NixOS/nixpkgs; docs/nix.md says which commits were read, and
+# which facts could not be read at the pinned revision 0182a36 itself). Fakes return real
+# derivations (so `nix flake check --no-build` accepts them and store paths are real)
+# whose builder always fails: nothing here can be built.
 #
-# Only fetchPypi is faithful where it matters: its argument set is the one nixpkgs'
-# fetchPypi accepts, and it yields the same fixed-output derivation name and hash mode
-# as nixpkgs' fetchurl, so its store path is the real one (tests compare it with
-# `nix-store --add-fixed sha256 WHEEL`).
+# Faithful where the flake depends on it:
+# - `import nixpkgs { system; config; overlays; }` applies the overlays in order over a
+#   fixed point (pkgs/top-level/stage.nix), and python3Packages takes
+#   `pythonPackagesExtensions` (pkgs/top-level/python-packages.nix via
+#   pkgs/development/interpreters/python/passthrufun.nix);
+# - python3 is CPython 3.13 (pkgs/top-level/all-packages.nix: python3 = python313);
+# - torch-bin and triton-bin are unfree (meta.license unfreeRedistributable) and read
+#   neither config.cudaSupport nor config.cudaCapabilities; the source-built torch and
+#   triton do read config.cudaSupport (and torch cudaCapabilities);
+# - an unfree package without config.allowUnfree refuses to evaluate
+#   (pkgs/stdenv/generic/check-meta.nix);
+# - fetchPypi accepts the argument set nixpkgs' fetchPypi accepts and yields the same
+#   fixed-output derivation name and hash mode as nixpkgs' fetchurl, so its store path is
+#   the real one (tests compare it with `nix-store --add-fixed sha256 WHEEL`).
 {
   system ? builtins.currentSystem,
   # pkgs/top-level/impure.nix and pkgs/top-level/default.nix: the user's config
@@ -22,7 +34,10 @@ let
     allowUnfree = false;
     cudaSupport = false;
     cudaCapabilities = [ ];
-  } // config;
+  }
+  // config;
+
+  isDarwin = builtins.match ".*-darwin" system != null;
 
   # Stand-in for stdenv.mkDerivation (pkgs/stdenv/generic/make-derivation.nix).
   fake =
@@ -38,174 +53,253 @@ let
           ];
         }
         // builtins.mapAttrs (_: v: if builtins.isString v then v else builtins.toJSON v) (
-          builtins.removeAttrs attrs [ "passthru" ]
+          builtins.removeAttrs attrs [
+            "passthru"
+            "meta"
+          ]
         )
       );
+      unfree = attrs.meta.unfree or false;
     in
-    # mkDerivation lifts passthru attributes onto the result
-    drv // (attrs.passthru or { }) // { stubAttrs = attrs; };
-
-  # Stand-in for python3Packages.<name> (pkgs/top-level/python-packages.nix).
-  pyPkg = name: fake "python3.12-${name}-stub" { pname = name; };
-
-  # pkgs/development/python-modules/torch/bin/default.nix (torch-bin): its CUDA
-  # dependencies come from cudaPackages, which follow config.cudaSupport and
-  # config.cudaCapabilities (pkgs/top-level/cuda-packages.nix).
-  cudaRecord = {
-    inherit (evaluatedConfig) cudaSupport cudaCapabilities;
-  };
-
-  pythonPackages = {
-    # pkgs/development/interpreters/python/mk-python-derivation.nix
-    buildPythonApplication = attrs: fake "${attrs.pname}-${attrs.version}" attrs;
-    buildPythonPackage = attrs: fake "python3.12-${attrs.pname}-${attrs.version}" attrs;
-
-    # pkgs/build-support/fetchpypi/default.nix: the same argument set (an unknown
-    # argument is an error there too, in computeWheelUrl). The real one builds the URL
-    # and calls fetchurl, whose derivation name is the URL's basename, i.e. the wheel
-    # file name, with a flat sha256 output hash (pkgs/build-support/fetchurl/default.nix).
-    fetchPypi =
-      {
-        pname,
-        version,
-        format ? "setuptools",
-        dist ? "py2.py3",
-        python ? "py2.py3",
-        abi ? "none",
-        platform ? "any",
-        sha256 ? "",
-        hash ? "",
-      }@args:
-      assert format == "wheel"; # the stub only fakes wheels
-      assert sha256 != "" || hash != "";
-      let
-        fileName = "${pname}-${version}-${python}-${abi}-${platform}.whl";
-      in
-      derivation {
-        name = fileName;
-        inherit system;
-        builder = "/bin/sh";
-        args = [
-          "-c"
-          "echo 'topp-gate nix stub: fetching is not possible offline' >&2; exit 1"
-        ];
-        outputHashMode = "flat";
-        outputHashAlgo = "sha256";
-        outputHash = if sha256 != "" then sha256 else hash;
-      }
+    # pkgs/stdenv/generic/check-meta.nix: an unfree package needs allowUnfree
+    if unfree && !evaluatedConfig.allowUnfree then
+      throw "Package ‘${name}’ has an unfree license (‘unfreeRedistributable’), refusing to evaluate."
+    else
+      # mkDerivation lifts passthru attributes onto the result, and keeps meta
+      drv
+      // (attrs.passthru or { })
       // {
-        fetchPypiArgs = args;
+        stubAttrs = attrs;
+        meta = attrs.meta or { };
       };
 
-    torch-bin = fake "python3.12-torch-bin-stub" ({ pname = "torch"; } // cudaRecord);
-    # pkgs/development/python-modules/triton/bin.nix (triton-bin)
-    triton-bin = fake "python3.12-triton-bin-stub" { pname = "triton"; };
-  }
-  // builtins.listToAttrs (
-    map
-      (n: {
-        name = n;
-        value = pyPkg n;
-      })
-      [
-        # each one: pkgs/development/python-modules/<name>/default.nix
-        "setuptools"
-        "jsonschema"
-        "cryptography"
-        "rfc8785"
-        "numpy"
-        "packaging"
-        "psutil"
-        "pyzmq"
-        "urllib3"
-        "regex"
-        "rich"
-        "matplotlib"
-        "pytest"
-        "hypothesis"
-        "mpmath"
-        "securesystemslib"
-      ]
-  );
+  pythonVersion = "3.13";
+  pyPrefix = "python${pythonVersion}";
 
-  # pkgs/development/interpreters/python/default.nix (python3 = python312)
-  python3 = fake "python3-3.12-stub" { } // {
-    pythonVersion = "3.12";
-    sitePackages = "lib/python3.12/site-packages";
-    pkgs = pythonPackages;
-    # pkgs/development/interpreters/python/with-packages.nix (-> wrapper.nix, buildEnv)
-    withPackages =
-      f:
-      let
-        chosen = f pythonPackages;
-      in
-      fake "python3-3.12-env" { paths = map (p: p.name) chosen; } // { packages = chosen; };
-  };
-
-  # pkgs/build-support/trivial-builders/default.nix
-  runCommand =
-    name: env: text:
-    fake name (env // { buildCommand = text; });
-  writeShellApplication =
-    {
-      name,
-      text,
-      runtimeInputs ? [ ],
-      ...
-    }:
-    fake name {
-      inherit text;
-      runtimeInputs = map (p: "${p}") runtimeInputs;
-    }
+  # pkgs/development/interpreters/python/mk-python-derivation.nix (buildPythonPackage):
+  # the name is python3.13-<pname>-<version>; overridePythonAttrs rebuilds with new args.
+  buildPythonPackage =
+    attrs:
+    fake "${pyPrefix}-${attrs.pname}-${attrs.version}" attrs
     // {
-      meta.mainProgram = name;
+      overridePythonAttrs =
+        f: buildPythonPackage (attrs // (if builtins.isFunction f then f attrs else f));
     };
-  writeText = name: text: fake name { inherit text; };
+  pyPkg = name: buildPythonPackage {
+    pname = name;
+    version = "stub";
+  };
+
+  # The python package set before and after pythonPackagesExtensions.
+  pythonPackagesFor =
+    python: extensions:
+    let
+      base = pyself: {
+        inherit buildPythonPackage python;
+        # pkgs/development/interpreters/python/python-packages-base.nix
+        callPackage =
+          fn: args:
+          let
+            f = if builtins.isFunction fn then fn else import fn;
+          in
+          f (builtins.intersectAttrs (builtins.functionArgs f) pyself // args);
+        toPythonApplication = drv: drv;
+        # pkgs/development/interpreters/python/editable.nix: root must be a string
+        mkPythonEditablePackage =
+          {
+            pname,
+            version,
+            root,
+            dependencies ? [ ],
+            scripts ? { },
+            ...
+          }:
+          assert builtins.isString root;
+          buildPythonPackage {
+            inherit pname version root;
+            scripts = scripts;
+            dependencies = map (d: d.pname) dependencies;
+          };
+
+        # pkgs/build-support/fetchpypi/default.nix: the same argument set (an unknown
+        # argument is an error there too, in computeWheelUrl). The real one builds the URL
+        # and calls fetchurl, whose derivation name is the URL's basename, i.e. the wheel
+        # file name, with a flat sha256 output hash (pkgs/build-support/fetchurl/default.nix).
+        fetchPypi =
+          {
+            pname,
+            version,
+            format ? "setuptools",
+            dist ? "py2.py3",
+            python ? "py2.py3",
+            abi ? "none",
+            platform ? "any",
+            sha256 ? "",
+            hash ? "",
+          }@args:
+          assert format == "wheel"; # the stub only fakes wheels
+          assert sha256 != "" || hash != "";
+          let
+            fileName = "${pname}-${version}-${python}-${abi}-${platform}.whl";
+          in
+          derivation {
+            name = fileName;
+            inherit system;
+            builder = "/bin/sh";
+            args = [
+              "-c"
+              "echo 'topp-gate nix stub: fetching is not possible offline' >&2; exit 1"
+            ];
+            outputHashMode = "flat";
+            outputHashAlgo = "sha256";
+            outputHash = if sha256 != "" then sha256 else hash;
+          }
+          // {
+            fetchPypiArgs = args;
+          };
+
+        # pkgs/development/python-modules/torch/bin/default.nix: PyTorch's CUDA wheel on
+        # x86_64-linux, its CUDA libraries from cudaPackages whatever config.cudaSupport
+        # says; license includes unfreeRedistributable.
+        torch-bin = buildPythonPackage {
+          pname = "torch";
+          version = "bin-stub";
+          meta.unfree = true;
+        };
+        # pkgs/development/python-modules/triton/bin.nix: the upstream wheel, ptxas from
+        # cudaPackages.cuda_nvcc; unfreeRedistributable.
+        triton-bin = buildPythonPackage {
+          pname = "triton";
+          version = "bin-stub";
+          meta.unfree = true;
+          postFixup = "";
+        };
+        # pkgs/development/python-modules/torch/source/default.nix: cudaSupport ?
+        # config.cudaSupport, gpuTargets from config.cudaCapabilities.
+        torch = buildPythonPackage {
+          pname = "torch";
+          version = "source-stub";
+          inherit (evaluatedConfig) cudaSupport cudaCapabilities;
+        };
+        # pkgs/development/python-modules/triton/default.nix: cudaSupport ? config.cudaSupport.
+        triton = buildPythonPackage {
+          pname = "triton";
+          version = "source-stub";
+          inherit (evaluatedConfig) cudaSupport;
+        };
+      }
+      // builtins.listToAttrs (
+        map
+          (n: {
+            name = n;
+            value = pyPkg n;
+          })
+          [
+            # each one: pkgs/development/python-modules/<name>/default.nix
+            "setuptools"
+            "hatchling"
+            "jsonschema"
+            "cryptography"
+            "rfc8785"
+            "numpy"
+            "packaging"
+            "psutil"
+            "pyzmq"
+            "urllib3"
+            "regex"
+            "rich"
+            "matplotlib"
+            "pytest"
+            "hypothesis"
+            "mpmath"
+            "securesystemslib"
+            "mypy"
+          ]
+      );
+      extend = acc: ext: pyself: acc pyself // ext pyself (acc pyself);
+      fix = f: let x = f x; in x;
+    in
+    fix (builtins.foldl' extend base extensions);
+
+  # pkgs/top-level/stage.nix: overlays applied in order over the fixed point.
+  basePkgs = self: {
+    inherit system;
+    # pkgs/top-level/stage.nix exposes the evaluated config as pkgs.config
+    config = evaluatedConfig;
+    # pkgs/top-level/all-packages.nix
+    pythonPackagesExtensions = [ ];
+    python3 = python3For self;
+    python3Packages = self.python3.pkgs;
+
+    # pkgs/build-support/trivial-builders/default.nix
+    runCommand =
+      name: env: text:
+      fake name (env // { buildCommand = text; });
+    writeShellApplication =
+      {
+        name,
+        text,
+        runtimeInputs ? [ ],
+        ...
+      }:
+      fake name {
+        inherit text;
+        runtimeInputs = map (p: "${p}") runtimeInputs;
+        meta.mainProgram = name;
+      };
+    writeText = name: text: fake name { inherit text; };
+    # pkgs/build-support/mkshell/default.nix
+    mkShell =
+      {
+        packages ? [ ],
+        shellHook ? "",
+        ...
+      }:
+      fake "nix-shell" { inherit shellHook packages; };
+    # pkgs/stdenv/linux/default.nix, pkgs/stdenv/darwin/default.nix: stdenv.cc is the
+    # wrapped C compiler
+    stdenv = {
+      hostPlatform = {
+        inherit system isDarwin;
+        isLinux = !isDarwin;
+        isx86_64 = builtins.match "x86_64-.*" system != null;
+      };
+      cc = fake "gcc-wrapper-stub" { };
+    };
+    # pkgs/by-name/un/unzip, co/coreutils, gn/gnugrep, gn/gnused, fi/findutils
+    unzip = fake "unzip-stub" { };
+    coreutils = fake "coreutils-stub" { };
+    gnused = fake "gnused-stub" { };
+    gnugrep = fake "gnugrep-stub" { };
+    findutils = fake "findutils-stub" { };
+    # pkgs/by-name/ru/ruff/package.nix
+    ruff = fake "ruff-stub" { meta.mainProgram = "ruff"; };
+    # pkgs/by-name/ni/nixfmt/package.nix (the RFC 166 formatter, `nix fmt`)
+    nixfmt = fake "nixfmt-stub" { meta.mainProgram = "nixfmt"; };
+  };
+
+  # pkgs/development/interpreters/python/default.nix (python3 = python313)
+  python3For =
+    self:
+    let
+      interpreterDrv = fake "python3-${pythonVersion}-stub" { };
+      python = interpreterDrv // {
+        inherit pythonVersion;
+        pkgs = pythonPackagesFor python self.pythonPackagesExtensions;
+        sitePackages = "lib/python${pythonVersion}/site-packages";
+        interpreter = "${interpreterDrv}/bin/python${pythonVersion}";
+        # pkgs/development/interpreters/python/with-packages.nix (-> wrapper.nix, buildEnv)
+        withPackages =
+          f:
+          let
+            chosen = f python.pkgs;
+          in
+          fake "python3-${pythonVersion}-env" { paths = map (p: p.name) chosen; } // { packages = chosen; };
+      };
+    in
+    python;
+
+  applyOverlays = acc: overlay: self: acc self // overlay self (acc self);
+  fix = f: let x = f x; in x;
 in
-{
-  inherit system python3 runCommand writeShellApplication writeText;
-  # pkgs/top-level/stage.nix exposes the evaluated config as pkgs.config
-  config = evaluatedConfig;
-  python3Packages = pythonPackages;
-  # pkgs/build-support/mkshell/default.nix
-  mkShell =
-    {
-      packages ? [ ],
-      shellHook ? "",
-      ...
-    }:
-    fake "nix-shell" {
-      inherit shellHook;
-      packages = map (p: "${p}") packages;
-    };
-  # pkgs/stdenv/linux/default.nix: stdenv.cc is the wrapped C compiler
-  stdenv = {
-    hostPlatform = {
-      inherit system;
-      isLinux = true;
-      isx86_64 = system == "x86_64-linux";
-    };
-    cc = fake "gcc-wrapper-stub" { };
-  };
-  # pkgs/tools/archivers/unzip/default.nix
-  unzip = fake "unzip-stub" { };
-  # pkgs/tools/misc/coreutils/default.nix, pkgs/tools/text/gnugrep/default.nix,
-  # pkgs/tools/misc/findutils/default.nix
-  coreutils = fake "coreutils-stub" { };
-  # pkgs/tools/text/gnused/default.nix
-  gnused = fake "gnused-stub" { };
-  gnugrep = fake "gnugrep-stub" { };
-  findutils = fake "findutils-stub" { };
-  # lib/ (only what the flake uses)
-  lib = {
-    # lib/strings.nix
-    makeBinPath = ps: builtins.concatStringsSep ":" (map (p: "${p}/bin") ps);
-    concatStringsSep = builtins.concatStringsSep;
-    concatMapStringsSep = sep: f: l: builtins.concatStringsSep sep (map f l);
-    # lib/attrsets.nix
-    mapAttrs' =
-      f: set:
-      builtins.listToAttrs (map (n: f n set.${n}) (builtins.attrNames set));
-    nameValuePair = name: value: { inherit name value; };
-  };
-}
+fix (builtins.foldl' applyOverlays basePkgs overlays)

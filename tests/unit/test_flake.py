@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -112,44 +113,83 @@ def test_every_nix_file_parses() -> None:
 # --- the outputs, evaluated against the stub nixpkgs -----------------------------------------
 
 
+SYSTEMS = ["aarch64-darwin", "aarch64-linux", "x86_64-darwin", "x86_64-linux"]
+VERIFIER_PACKAGES = ["default", "topp-gate", "verifier-env", "verify"]
+VERIFIER_CHECKS = ["flake-structure", "verify", "verify-bundles"]
+
+
 @needs_nix
 def test_output_names() -> None:
+    assert _eval("builtins.attrNames out") == [
+        "apps",
+        "checks",
+        "devShells",
+        "formatter",
+        "overlays",
+        "packages",
+    ]
     names = _eval(
-        "builtins.mapAttrs (_: v: builtins.attrNames v.x86_64-linux) "
+        "builtins.mapAttrs (_: s: builtins.mapAttrs (_: v: builtins.attrNames v) s) "
         "{ inherit (out) packages apps devShells checks; }"
     )
-    assert names == {
-        "packages": sorted(
-            [
-                "default",
-                "topp-gate",
-                "vllm-stock",
-                "vllm-patched",
-                "vllm-sources",
-                "gpu-env",
-                "verifier-env",
-                "gate",
-                "probe",
-                "verify",
-            ]
-        ),
-        "apps": ["gate", "probe", "verify"],
-        "devShells": ["cpu", "default"],
-        "checks": ["cpu-tests", "flake-structure", "verify-bundles"],
-    }
-    assert _eval("builtins.attrNames out") == ["apps", "checks", "devShells", "packages"]
+    assert isinstance(names, dict)
+    for system in SYSTEMS:  # the verifier everywhere: package, app, dev shell, checks
+        gate = system == SYSTEM
+        assert names["packages"][system] == sorted(
+            VERIFIER_PACKAGES
+            + (
+                ["vllm-stock", "vllm-patched", "vllm-sources", "gpu-env", "gate", "probe"]
+                if gate
+                else []
+            )
+        ), system
+        assert names["apps"][system] == (["gate", "probe", "verify"] if gate else ["verify"])
+        assert names["devShells"][system] == ["cpu", "default"]
+        assert names["checks"][system] == sorted(
+            VERIFIER_CHECKS
+            + (
+                [
+                    "cpu-tests",
+                    "smoke-interpreter",
+                    "vllm-stock",
+                    "vllm-patched",
+                    "vllm-sources",
+                    "gate",
+                    "probe",
+                ]
+                if gate
+                else []
+            )
+        ), system
+    assert _eval("builtins.attrNames out.overlays") == ["default", "topp-gate", "triton-libcuda"]
 
 
 @needs_nix
-def test_apps_are_of_type_app_with_programs_in_the_store() -> None:
-    apps = _eval("out.apps.x86_64-linux")
+def test_every_check_is_a_derivation_of_its_own_system() -> None:
+    systems = _eval(
+        "builtins.mapAttrs (_: s: builtins.mapAttrs (_: c: c.system) s) out.checks"
+    )
+    assert isinstance(systems, dict)
+    for system, checks in systems.items():
+        assert set(checks.values()) == {system}, system
+
+
+@needs_nix
+def test_apps_are_of_type_app_with_meta_and_programs_in_the_store() -> None:
+    apps = _eval("out.apps")
     assert isinstance(apps, dict)
-    for name, verb in [("gate", "run"), ("probe", "probe"), ("verify", "verify")]:
-        app = apps[name]
-        assert app["type"] == "app"
-        assert re.fullmatch(
-            rf"/nix/store/[0-9a-z]{{32}}-topp-gate-{verb}/bin/topp-gate-{verb}", app["program"]
-        ), app
+    for system in SYSTEMS:
+        for name, program in [("gate", "run"), ("probe", "probe"), ("verify", "verify")]:
+            if system != SYSTEM and name != "verify":
+                continue
+            app = apps[system][name]
+            assert app["type"] == "app"
+            assert re.fullmatch(
+                rf"/nix/store/[0-9a-z]{{32}}-topp-gate-{program}/bin/topp-gate-{program}",
+                app["program"],
+            ), app
+            assert set(app) == {"type", "program", "meta"}
+            assert len(app["meta"]["description"]) > 20
 
 
 @needs_nix
@@ -159,12 +199,75 @@ def test_wrappers_map_to_the_cli_verbs() -> None:
         "{ inherit (out.packages.x86_64-linux) gate probe verify; }"
     )
     assert isinstance(texts, dict)
-    assert 'exec topp-gate run "${sources[@]}" "$@"' in texts["gate"]
+    assert 'topp-gate run "${defaults[@]}" "${sources[@]}" "$@"' in texts["gate"]
+    assert 'topp-gate verify "$out" --pubkey' in texts["gate"]
     assert 'exec topp-gate probe "${sources[@]}" "$@"' in texts["probe"]
-    assert texts["verify"] == 'exec topp-gate verify "$@"'
+    assert texts["verify"].endswith('exec topp-gate verify "$@"\n')
     for kernel_side in ("gate", "probe"):
         assert "topp_gate_use_libcuda || exit 2" in texts[kernel_side]
         assert 'export CC="/nix/store/' in texts[kernel_side]
+
+
+@needs_nix
+def test_formatter_is_nixfmt_on_every_system() -> None:
+    formatter = _eval("builtins.mapAttrs (_: f: f.meta.mainProgram) out.formatter")
+    assert formatter == {system: "nixfmt" for system in SYSTEMS}
+
+
+@needs_nix
+def test_overlay_default_adds_topp_gate_to_any_nixpkgs() -> None:
+    added = _eval(
+        "let pkgs = import ./nix/stub { system = \"aarch64-darwin\"; "
+        "overlays = [ out.overlays.default ]; }; in "
+        "{ app = pkgs.topp-gate.meta.mainProgram; "
+        "module = pkgs.python3Packages.topp-gate.stubAttrs.pname; "
+        "deps = pkgs.python3Packages.topp-gate.stubAttrs.dependencies; "
+        "same = pkgs.topp-gate.outPath == out.packages.aarch64-darwin.topp-gate.outPath; }"
+    )
+    assert isinstance(added, dict)
+    assert added["app"] == "topp-gate" and added["module"] == "topp-gate"
+    assert added["same"] is True
+    deps = [d.rsplit("-", 2)[-2] for d in added["deps"]]
+    assert deps == ["jsonschema", "cryptography", "rfc8785"]
+
+
+@needs_nix
+def test_dev_shells_run_your_edits_with_ruff_and_mypy() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for system in SYSTEMS:
+        for shell in ("cpu", "default"):
+            found = _eval(
+                f"let shell = out.devShells.{system}.{shell}.stubAttrs; "
+                "envs = builtins.filter (p: p ? packages) shell.packages; "
+                "inEnv = builtins.concatMap (e: e.packages) envs; in "
+                "{ hook = shell.shellHook; "
+                "tools = map (p: p.meta.mainProgram or p.name) "
+                "  (builtins.filter (p: !(p ? packages)) shell.packages); "
+                "pnames = map (p: p.stubAttrs.pname or p.name) inEnv; "
+                "editable = map (p: { inherit (p.stubAttrs) root scripts; }) "
+                "  (builtins.filter (p: p.stubAttrs ? root) inEnv); }"
+            )
+            assert isinstance(found, dict)
+            assert 'export TOPP_GATE_ROOT="$PWD"' in found["hook"], (system, shell)
+            assert "ruff" in found["tools"]
+            assert {"mypy", "pytest", "hypothesis"} <= set(found["pnames"])
+            assert "topp-gate" not in found["pnames"], "topp-gate runs the checkout, not a copy"
+            script = {"topp-gate": project["scripts"]["topp-gate"]}
+            assert found["editable"] == [{"root": "$TOPP_GATE_ROOT", "scripts": script}]
+            gpu = system == SYSTEM and shell == "default"
+            assert ("torch" in found["pnames"]) is gpu, (system, shell)
+
+
+@needs_nix
+def test_python_is_3_13_as_at_the_pinned_revision() -> None:
+    versions = _eval(
+        "builtins.mapAttrs (_: p: p.python3.pythonVersion) "
+        '{ stub = import ./nix/stub { system = "x86_64-linux"; }; }'
+    )
+    assert versions == {"stub": "3.13"}
+    paths = _eval("out.packages.x86_64-linux.gpu-env.stubAttrs.paths")
+    assert isinstance(paths, list)
+    assert all("python3.13-" in p for p in paths), paths
 
 
 @pytest.mark.parametrize("side", ["stock", "patched"])
@@ -201,38 +304,102 @@ def test_extraction_checks_every_pinned_file() -> None:
 
 
 @needs_nix
-def test_cuda_config_reaches_the_nixpkgs_import_and_torch() -> None:
+def test_the_gpu_side_gets_the_cuda_config_and_the_cpu_side_nothing_unfree() -> None:
     expected = {"allowUnfree": True, "cudaSupport": True, "cudaCapabilities": ["9.0"]}
     assert _eval("out.packages.x86_64-linux.gpu-env.nixpkgsConfig") == expected
-    torch = _eval(
-        'map (p: p.stubAttrs) (builtins.filter (p: p.stubAttrs.pname or null == "torch") '
-        "out.packages.x86_64-linux.gpu-env.packages)"
+    # torch-bin and triton-bin are the wheels: no cudaSupport or capability reaches them
+    kernel = _eval(
+        "map (p: p.stubAttrs) (builtins.filter (p: builtins.elem (p.stubAttrs.pname or null) "
+        '[ "torch" "triton" ]) out.packages.x86_64-linux.gpu-env.packages)'
     )
-    assert torch == [{"pname": "torch", "cudaSupport": True, "cudaCapabilities": ["9.0"]}]
-    pnames = _eval("map (p: p.stubAttrs.pname) out.packages.x86_64-linux.verifier-env.packages")
-    assert pnames == ["topp-gate"], "the verifier environment carries no torch"
+    assert isinstance(kernel, list)
+    assert [(a["pname"], a["version"]) for a in kernel] == [
+        ("torch", "bin-stub"),
+        ("triton", "bin-stub"),
+    ]
+    assert all("cudaSupport" not in a and "cudaCapabilities" not in a for a in kernel)
+    # the CPU tests: source-built torch and triton without CUDA, from a nixpkgs that
+    # refuses unfree packages (so no CUDA redistributable can be in that closure)
+    tests = _eval(
+        "let env = (builtins.head (builtins.filter (p: p ? packages) "
+        "out.checks.x86_64-linux.cpu-tests.stubAttrs.nativeBuildInputs)); in "
+        "map (p: { inherit (p.stubAttrs) pname version; cuda = p.stubAttrs.cudaSupport or null; }) "
+        '(builtins.filter (p: builtins.elem (p.stubAttrs.pname or null) [ "torch" "triton" ]) '
+        "env.packages)"
+    )
+    assert tests == [
+        {"pname": "torch", "version": "source-stub", "cuda": False},
+        {"pname": "triton", "version": "source-stub", "cuda": False},
+    ]
+    refused = _run(
+        "nix-instantiate",
+        "--eval",
+        "--strict",
+        "-E",
+        '(import ./nix/stub { system = "x86_64-linux"; }).python3Packages.torch-bin.drvPath',
+        check=False,
+    )
+    assert refused.returncode != 0 and "unfree" in refused.stderr
+    for system in SYSTEMS:
+        pnames = _eval(f"map (p: p.stubAttrs.pname) out.packages.{system}.verifier-env.packages")
+        assert pnames == ["topp-gate"], "the verifier environment carries no torch"
+
+
+@needs_nix
+def test_triton_bin_honours_triton_libcuda_path_through_the_overlay() -> None:
+    post = _eval(
+        "(builtins.head (builtins.filter (p: p.stubAttrs.pname or null == \"triton\") "
+        "out.packages.x86_64-linux.gpu-env.packages)).stubAttrs.postFixup"
+    )
+    assert isinstance(post, str)
+    assert "triton/backends/nvidia/driver.py" in post
+    assert re.search(r"cat /nix/store/[0-9a-z]{32}-triton_libcuda\.py >> \"\$driver\"", post)
+    assert "grep -q '^def libcuda_dirs'" in post
+
+
+@needs_nix
+def test_new_checks_build_the_sources_the_wrappers_and_run_the_smoke_manifest() -> None:
+    same = _eval(
+        "let c = out.checks.x86_64-linux; p = out.packages.x86_64-linux; in "
+        "map (n: c.${n}.outPath == p.${n}.outPath) "
+        '[ "vllm-stock" "vllm-patched" "vllm-sources" "gate" "probe" "verify" ]'
+    )
+    assert same == [True] * 6
+    smoke = _eval("out.checks.x86_64-linux.smoke-interpreter.stubAttrs.buildCommand")
+    sources = _eval("out.packages.x86_64-linux.vllm-sources.outPath")
+    assert isinstance(smoke, str)
+    assert f'export TOPP_GATE_SOURCES="{sources}"' in smoke
+    assert "python -m pytest" in smoke and "tests/integration/test_end_to_end.py" in smoke
+    assert (ROOT / "tests/integration/test_end_to_end.py").is_file()
+    cpu = _eval("out.checks.x86_64-linux.cpu-tests.stubAttrs.buildCommand")
+    assert isinstance(cpu, str) and '-m "not gpu and not sources" tests' in cpu
 
 
 @needs_nix
 def test_structure_check_passes_and_can_fail() -> None:
-    assert _eval("out.checks.x86_64-linux.flake-structure.name") == "topp-gate-flake-structure"
+    for system in SYSTEMS:
+        assert _eval(f"out.checks.{system}.flake-structure.name") == "topp-gate-flake-structure"
     problems = _eval(
         "import ./nix/structure.nix { "
         "packages = out.packages.x86_64-linux // { vllm-stock = "
         'out.packages.x86_64-linux.vllm-stock // { wheel = { name = "other.whl"; }; }; }; '
         'apps = { gate = { type = "derivation"; program = "/usr/bin/env"; }; }; '
-        "devShells = { }; pins = import ./nix/pins.nix; "
+        "devShells = { }; pins = import ./nix/pins.nix; withGate = true; "
+        "src = ./nix; "
         "config = { allowUnfree = true; cudaSupport = false; cudaCapabilities = [ ]; }; }"
     )
     assert isinstance(problems, list)
     text = "\n".join(problems)
     for expected in (
         "missing apps.verify",
+        "missing apps.probe",
         "missing devShells.cpu",
         "apps.gate is not of type app",
         "apps.gate.program is not in the Nix store",
+        "apps.gate has no meta.description",
         "the stock wheel is other.whl",
         "capability 9.0",
+        "the frozen manifest smoke-interpreter.json is missing",
     ):
         assert expected in text
 
@@ -418,20 +585,57 @@ def test_libcuda_search_order(tmp_path: Path) -> None:
     assert _finder(tmp_path, REPORT, **forced).stdout.strip().endswith(f"|{explicit}")
 
 
-def test_libcuda_warns_when_triton_only_looks_in_run_opengl_driver(tmp_path: Path) -> None:
-    driver = _driver_dir(tmp_path / "driver")
-    patched = tmp_path / "driver.py"
-    patched.write_text("def libcuda_dirs():\n    return '/run/opengl-driver/lib/libcuda.so'\n")
-    done = _finder(
-        tmp_path, REPORT, TOPP_GATE_LIBCUDA_DIR=str(driver), TOPP_GATE_TRITON_DRIVER_PY=str(patched)
-    )
-    assert done.returncode == 0
-    assert f"sudo ln -sfn {driver} /run/opengl-driver/lib" in done.stderr
-    patched.write_text("def libcuda_dirs():\n    return env_dirs()\n")
-    quiet = _finder(
-        tmp_path, REPORT, TOPP_GATE_LIBCUDA_DIR=str(driver), TOPP_GATE_TRITON_DRIVER_PY=str(patched)
-    )
-    assert quiet.stderr == ""
+NIXPKGS_LATER_TRITON_BIN_PATCH = (
+    # Swarsel/nixpkgs 4aa6836 pkgs/development/python-modules/triton/bin.nix (triton-bin
+    # 3.7.0): `substituteInPlace driver.py --replace-fail` these two strings
+    (
+        "if env_libcuda_path := knobs.nvidia.libcuda_path:",
+        "return '/run/opengl-driver/lib/libcuda.so'",
+    ),
+    ("return [env_libcuda_path]", ""),
+)
+
+
+def _load_driver(text: str, tmp_path: Path, name: str) -> object:
+    """Import TEXT as a copy of Triton's NVIDIA driver module (its imports are absolute)."""
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"triton.backends.nvidia.{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_triton_libcuda_overlay_makes_a_hard_coded_driver_honour_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nix/triton_libcuda.py appended to the real driver.py, patched as later nixpkgs do."""
+    triton = pytest.importorskip("triton")
+    driver = Path(triton.__file__).parent / "backends" / "nvidia" / "driver.py"
+    original = driver.read_text()
+    patched = original
+    for old, new in NIXPKGS_LATER_TRITON_BIN_PATCH:
+        assert old in patched, "this Triton's driver.py no longer has what nixpkgs replaces"
+        patched = patched.replace(old, new)
+    appended = (ROOT / "nix" / "triton_libcuda.py").read_text()
+    monkeypatch.delenv("TRITON_LIBCUDA_PATH", raising=False)
+    hard_coded = _load_driver(patched, tmp_path, "driver_nixpkgs")
+    assert hard_coded.libcuda_dirs() == "/run/opengl-driver/lib/libcuda.so"  # type: ignore[attr-defined]
+
+    fixed = _load_driver(patched + appended, tmp_path, "driver_fixed")
+    assert fixed.libcuda_dirs() == "/run/opengl-driver/lib/libcuda.so"  # type: ignore[attr-defined]
+    fixed.libcuda_dirs.cache_clear()  # type: ignore[attr-defined]
+    monkeypatch.setenv("TRITON_LIBCUDA_PATH", str(tmp_path / "links"))
+    assert fixed.libcuda_dirs() == [str(tmp_path / "links")]  # type: ignore[attr-defined]
+    # every caller in the module sees the wrapped function
+    assert str(tmp_path / "links") in fixed.library_dirs()  # type: ignore[attr-defined]
+
+    upstream = _load_driver(original + appended, tmp_path, "driver_upstream")
+    assert upstream.libcuda_dirs() == [str(tmp_path / "links")]  # type: ignore[attr-defined]
+    assert "_topp_gate_nixpkgs_libcuda_dirs" not in original
 
 
 @pytest.mark.parametrize(
