@@ -388,7 +388,9 @@ def write_bundle(dest: Path, content: BundleContent, private_key: Ed25519Private
     parent = dest.parent if str(dest.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"{parent} is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=parent))
+    # named like a run's scratch (harness.run.scratch_prefix), so a retry can remove what a
+    # killed writer left
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-{os.getpid()}-", dir=parent))
     try:
         subjects = []
         raw_by_name: dict[str, bytes] = {}

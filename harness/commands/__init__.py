@@ -3,3 +3,21 @@
 Modules are imported lazily by :mod:`harness.cli`, so ``topp-gate verify`` never imports
 the kernel side (torch, triton, vLLM).
 """
+
+from __future__ import annotations
+
+import importlib.util
+
+from ..errors import UsageError
+
+GPU_EXTRA = ("torch", "triton", "numpy", "rich")
+GPU_EXTRA_HINT = "pip install 'topp-gate[gpu]'"
+
+
+def require_gpu_extra(verb: str) -> None:
+    """Refuse (exit 2, one line) a kernel-side verb on an install without the gpu extra,
+    before anything is imported or started."""
+    missing = [name for name in GPU_EXTRA if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"'topp-gate {verb}' needs the gpu extra: {GPU_EXTRA_HINT} "
+                         f"({', '.join(missing)} not installed)")

@@ -59,6 +59,9 @@ def _p_bytes(text: str, batch: int) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    from . import require_gpu_extra
+
+    require_gpu_extra("kernels")
     from ..cases_index import render_cases_index
     from ..f32 import rows
     from ..kernels.runner import run_side

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import EXIT_OK
+from ..terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from ..keys import write_keypair
 
     private_path, public_path, kid = write_keypair(args.out)
-    print(f"private key: {private_path} (mode 0600; never put it in a bundle or a repository)")
-    print(f"public key:  {public_path}")
+    print(f"private key: {printable(private_path)} (mode 0600; never put it in a bundle or a "
+          "repository)")
+    print(f"public key:  {printable(public_path)}")
     print(f"key id:      {kid}")
     return EXIT_OK
