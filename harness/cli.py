@@ -83,16 +83,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     except BrokenPipeError:
         return _stdout_closed()
+    except ModuleNotFoundError as err:  # a kernel-side import on the base install
+        from .commands import gpu_extra_missing
+
+        usage = gpu_extra_missing(err)
+        if usage is None:
+            return _internal(err)
+        print(f"topp-gate: {usage}", file=sys.stderr)
+        return usage.exit_code
     except KeyboardInterrupt:
         print("topp-gate: interrupted", file=sys.stderr)
         return 130
     except SystemExit as err:  # --help / --version
         return int(err.code or 0) if isinstance(err.code, int) else EXIT_USAGE
     except Exception as err:  # a bug: never a traceback, never a verdict's exit code
-        print(f"topp-gate: internal_error: unexpected {type(err).__name__}: "
-              f"{printable(' '.join(str(err).split()))} (a bug in topp-gate; please report it)",
-              file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal(err)
+
+
+def _internal(err: Exception) -> int:
+    print(f"topp-gate: internal_error: unexpected {type(err).__name__}: "
+          f"{printable(' '.join(str(err).split()))} (a bug in topp-gate; please report it)",
+          file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _stdout_closed() -> int:
