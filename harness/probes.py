@@ -616,7 +616,7 @@ def _p_frozen_manifest(work: Path) -> str:
     try:
         verify_bundle(fx.good, fx.key.public_key(), frozen_manifest=frozen, workers=1)
     except HarnessError as err:
-        return _refusal(err, "manifest hash vs the frozen one")
+        return _refusal(err, "vs --frozen-manifest")
     return "accepted"
 
 

@@ -178,7 +178,7 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
                     [sys.executable, "-m", "harness.kernels.child", str(request_path)],
                     cwd=scratch, env=_child_env(backend, fault), stdin=subprocess.DEVNULL,
                     stdout=stderr, stderr=stderr, start_new_session=True,
-                    preexec_fn=_die_with_parent(os.getpid()),  # noqa: PLW1509
+                    preexec_fn=_die_with_parent(os.getpid()),
                 )
             except OSError as err:
                 raise KernelRunError(f"cannot start the kernel child: {err}") from None
