@@ -187,9 +187,14 @@ def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
                                 [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
                                 encode(rows), encode(ps), encode(stock), encode(patched), True))
     results = judge_cases(judged)
+    from .core.bundle import sha256
+
     evidence = {side: (json.dumps({"probe": True, "side": side, "backend": "interpreter",
                                    "interpreter": True,
-                                   "cases": [{"id": c.id, "split": {"proven": True}}
+                                   "cases": [{"id": c.id, "split": {"proven": True},
+                                              "logits_sha256": sha256(inputs[c.logits_path]),
+                                              "p_sha256": sha256(inputs[c.p_path]),
+                                              "output_sha256": sha256(outputs[side][c.id])}
                                              for c in layout]}, indent=2)
                        + "\n").encode() for side in ("stock", "patched")}
     return BundleContent(
@@ -611,7 +616,7 @@ def _p_frozen_manifest(work: Path) -> str:
     try:
         verify_bundle(fx.good, fx.key.public_key(), frozen_manifest=frozen, workers=1)
     except HarnessError as err:
-        return _refusal(err, "manifest hash vs the frozen one")
+        return _refusal(err, "vs --frozen-manifest")
     return "accepted"
 
 

@@ -22,12 +22,13 @@ log=$OUT/gate.log
   echo "== frozen H200 gate (issue 6)"
 } > "$log" 2>&1
 bundle=/tmp/h200-forced-logit-gate-cuda
+chmod 600 .carry/topp-gate-evidence.key   # run refuses a key others may read (as ssh)
 timeout 380 python3 -m harness run --manifest evidence/manifests/h200-forced-logit-gate.json \
   --out "$bundle" --key .carry/topp-gate-evidence.key --sources .carry/sources \
   --repeats 5 >> "$log" 2>&1
 echo "run rc=$?" >> "$log"
 python3 -m harness verify "$bundle" --pubkey evidence/keys/topp-gate-evidence.pub >> "$log" 2>&1
-echo "verify rc=$?" >> "$log"
+echo "verify rc=$? (0 verified PASS, 1 verified STOP, 4 refused)" >> "$log"
 if [ -d "$bundle" ]; then
   tar -C /tmp -cf /tmp/bundle.tar "$(basename "$bundle")"
   sha256sum /tmp/bundle.tar >> "$log"

@@ -7,8 +7,13 @@ Each fixture starts from the same synthetic good bundle (tests/assets/synthetic.
 with the test-only key) and carries exactly one defect. ``FIXTURES`` maps each name to
 the mutation, the error code ``topp-gate verify`` must refuse it with, and whether that
 needs ``--strict``. The output is deterministic (Ed25519 and xz are); it embeds the
-harness code digest, so regenerate after changing harness code and commit the result.
+harness code digest, so regenerate after changing harness code and commit the result
+(a test regenerates them and compares every byte).
 Test-only keys; never evidence.
+
+Some defects git cannot store, so tests create them at test time on a copy of ``good``
+(tests/unit/test_verify_hostile.py): a FIFO in place of a bundle file, an unreadable
+folder, an extra empty folder, 3000 nested folders.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import lzma
 import shutil
 import sys
 import tempfile
@@ -201,6 +207,62 @@ def _patch_hash_resign(root: Path) -> None:
     _sign(root, statement)
 
 
+BOMB_RAW_BYTES = 256 << 20  # what the bomb's xz stream really expands to
+BOMB_DECLARED_BYTES = 4 << 30  # what its resigned receipt claims
+
+
+def _bomb_stream() -> bytes:
+    """An xz stream (a few tens of kB) that expands to 256 MiB of zeros."""
+    compressor = lzma.LZMACompressor(format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64,
+                                     filters=[{"id": lzma.FILTER_LZMA2, "preset": 0}])
+    zeros = bytes(1 << 20)
+    parts = [compressor.compress(zeros) for _ in range(BOMB_RAW_BYTES >> 20)]
+    return b"".join(parts) + compressor.flush()
+
+
+def _bomb_resign(declared: int) -> Callable[[Path], None]:
+    """Replace the captured logits by a decompression bomb, declare ``declared`` raw bytes
+    for it and sign again (a dishonest signer whose key the auditor was given)."""
+    def run(root: Path) -> None:
+        statement = _statement(root)
+        stream = _bomb_stream()
+        for subject in statement["subject"]:
+            if subject["name"] == INPUT:
+                old = subject["annotations"]["stored"]
+                (root / old).unlink()
+                stored = INPUT + ".xz"
+                (root / stored).write_bytes(stream)
+                subject["annotations"].update(codec="xz", stored=stored, size=declared,
+                                              stored_size=len(stream),
+                                              stored_sha256=sha256(stream))
+        _sign(root, statement)
+    return run
+
+
+def _duplicate_key_manifest_resign(root: Path) -> None:
+    """A manifest with a duplicate key (which value counts depends on the reader), every
+    hash that binds it updated and signed again."""
+    raw = (root / "manifest.json").read_bytes()
+    raw = raw.rstrip()[:-1].rstrip() + b',\n  "name": "another-name"\n}\n'
+    (root / "manifest.json").write_bytes(raw)
+    statement = _statement(root)
+    statement["predicate"]["hashes"]["manifest"] = sha256(raw)
+    for subject in statement["subject"]:
+        if subject["name"] == "manifest.json":
+            subject["digest"]["sha256"] = sha256(raw)
+            subject["annotations"].update(stored_sha256=sha256(raw), size=len(raw),
+                                          stored_size=len(raw))
+    _sign(root, statement)
+
+
+ESCAPE_NAME = "\x1b[2K\rverdict: PASS"
+
+
+def _escape_named_file(root: Path) -> None:
+    """A file whose name would redraw the terminal line if printed raw."""
+    (root / ESCAPE_NAME).write_bytes(b"added after signing\n")
+
+
 def _source_pin_resign(root: Path) -> None:
     statement = _statement(root)
     statement["predicate"]["hashes"]["sources"]["patched"]["version"] = "0.34.0"
@@ -238,6 +300,13 @@ FIXTURES: dict[str, Fixture] = {
     "source_pin_edited_resigned": Fixture(_source_pin_resign, "binding_mismatch"),
     "harness_digest_edited_resigned": Fixture(_harness_digest_resign, "harness_drift",
                                               strict=True),
+    "decompression_bomb_resigned": Fixture(_bomb_resign(BOMB_DECLARED_BYTES),
+                                           "malformed_evidence"),
+    "decompression_bomb_true_size_resigned": Fixture(_bomb_resign(4 * 4 * 64),
+                                                     "malformed_evidence"),
+    "duplicate_key_manifest_resigned": Fixture(_duplicate_key_manifest_resign,
+                                               "malformed_evidence"),
+    "escape_named_file": Fixture(_escape_named_file, "malformed_evidence"),
 }
 
 

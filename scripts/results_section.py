@@ -43,7 +43,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.capture.report import ReportInputs, device_name, summarize  # noqa: E402
 from harness.core.bundle import (  # noqa: E402
     CASES,
     MANIFEST,
@@ -55,6 +54,7 @@ from harness.core.bundle import (  # noqa: E402
 )
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.report import ReportInputs, device_name, summarize  # noqa: E402
 from harness.core.verify import BundleView, open_bundle  # noqa: E402
 
 BEGIN = "<!-- results:begin -->"

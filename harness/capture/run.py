@@ -15,10 +15,12 @@ complete, signed bundle. There is no retry inside a run.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import platform
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -231,6 +233,45 @@ def _environment(results: Mapping[str, SideResult],
     }
 
 
+# --- scratch ------------------------------------------------------------------------------
+
+
+def scratch_prefix(out: Path) -> str:
+    """Scratch folders of a run (and the writer's temporary bundle) live beside the output,
+    named ``.<out name>.partial-<pid>-XXXX``: never in a shared /tmp, and recognisable, with
+    their owner, by the next run for the same output."""
+    return f".{out.name}.partial-{os.getpid()}-"
+
+
+def remove_stale_scratch(out: Path) -> list[Path]:
+    """Remove what a killed run for ``out`` left beside it: ``.<name>.partial-<pid>-*``
+    folders whose owner process no longer exists. Returns the folders removed."""
+    removed = []
+    pattern = re.compile(re.escape(f".{out.name}.partial-") + r"(\d+)-")
+    parent = out.parent if str(out.parent) else Path(".")
+    for entry in parent.glob(f".{glob.escape(out.name)}.partial-*"):
+        match = pattern.match(entry.name)
+        if match is None or not entry.is_dir() or entry.is_symlink():
+            continue
+        if _process_alive(int(match.group(1))):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
 # --- the run --------------------------------------------------------------------------------
 
 
@@ -243,13 +284,15 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         raise UsageError(f"{options.out} already exists; a run never overwrites a bundle")
     _prepare_parent(options.out)  # fail now, not after the kernels have run
     backend = resolve_backend(options.backend, manifest)
-    key = load_private_key(options.key)
+    key = load_private_key(options.key, owner_only=True)  # refused if group/other may read
     limits = dict(manifest.limits)
     sides = prepare_sides(manifest, options, progress)
     num_sm = int(manifest.backend.get("interpreter_sm_count", DEFAULT_NUM_SM))
     deadline = started + float(limits["run_timeout_s"])
 
-    with tempfile.TemporaryDirectory(prefix="topp-gate-run-") as scratch:
+    remove_stale_scratch(options.out)
+    with tempfile.TemporaryDirectory(prefix=scratch_prefix(options.out),
+                                     dir=options.out.parent) as scratch:
         work = Path(scratch)
         _say(progress, f"building captured inputs for {len(manifest.cases)} cases")
         write_cases(manifest, work)
@@ -344,7 +387,8 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
 def _reports(manifest: Manifest, backend: str, rows: list[dict[str, Any]],
              result: dict[str, Any], results: Mapping[str, SideResult],
              cases_raw: bytes) -> dict[str, bytes]:
-    from .report import ReportInputs, render_markdown, render_png
+    from ..core.report import ReportInputs, render_markdown
+    from .report_png import render_png
 
     inputs = ReportInputs(manifest_name=manifest.name, backend=backend, rows=rows,
                           verdict=result,

@@ -59,6 +59,9 @@ def _p_bytes(text: str, batch: int) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    from . import require_gpu_extra
+
+    require_gpu_extra("kernels")
     from ..capture.kernels.runner import run_side
     from ..capture.sources import SIDES, cache_root, load_pins, resolve_tree
     from ..core.cases_index import render_cases_index

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, UsageError
+from ..core.terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     _make_private_parents(args.out)
     private_path, public_path, kid = write_keypair(args.out)
-    print(f"private key: {private_path} (mode 0600; never put it in a bundle or a repository)")
-    print(f"public key:  {public_path}")
+    print(f"private key: {printable(private_path)} (mode 0600; never put it in a bundle or a "
+          "repository)")
+    print(f"public key:  {printable(public_path)}")
     print(f"key id:      {kid}")
     return EXIT_OK

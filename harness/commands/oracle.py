@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, UsageError
@@ -38,16 +39,23 @@ def run(args: argparse.Namespace) -> int:
     p32 = runtime_p(args.p)
     if args.fast and not numpy_available():
         raise UsageError("--fast needs numpy (pip install 'topp-gate[gpu]' or numpy)")
+    # Every row is judged (and any bad row refused, exit 2) before anything is printed:
+    # the output is all rows or nothing.
+    outcomes = [(len(row), reference(row, p32, row=i, fast=args.fast))
+                for i, row in enumerate(rows(data, args.vocab))]
     ambiguous = False
-    for i, row in enumerate(rows(data, args.vocab)):
-        outcome = reference(row, p32, row=i, fast=args.fast)
+    lines = []
+    for i, (vocab, outcome) in enumerate(outcomes):
         if isinstance(outcome, Ambiguous):
             ambiguous = True
             record: dict[str, object] = {"row": i, "status": outcome.status}
             text = f"row {i}: {outcome.status} (scan count {outcome.scan_count})"
         else:
             record = {"row": i, "count": outcome.count, "kept": list(outcome.kept)}
-            text = (f"row {i}: keep {outcome.count} of {len(row)} tokens "
+            text = (f"row {i}: keep {outcome.count} of {vocab} tokens "
                     f"(p float32 {hexf(p32)}, {SCAN} scan, fsum-certified)")
-        print(json.dumps(record, separators=(",", ":")) if args.json else text, flush=True)
+        lines.append(json.dumps(record, separators=(",", ":")) if args.json else text)
+    for line in lines:
+        print(line)
+    sys.stdout.flush()
     return EXIT_AMBIGUOUS if ambiguous else EXIT_OK

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP
+from ..core.terminal import printable
 
 DEFAULT_MANIFEST = Path("evidence/manifests/h200-forced-logit-gate.json")
 DEFAULT_KEY = Path("~/.config/topp-gate/signing.key")
@@ -49,7 +51,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.set_defaults(handler=run)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM unwinds the run like an exception: the kernel child's process group is
+    killed and scratch folders are removed on the way out; exit 128 + 15."""
+    print("topp-gate: terminated; stopping the kernel child and removing scratch",
+          file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
 def run(args: argparse.Namespace) -> int:
+    from . import require_gpu_extra
+
+    require_gpu_extra("run")
+    signal.signal(signal.SIGTERM, _terminated)
     from ..capture.progress import RunProgress
     from ..capture.run import RunOptions, run_gate
 
@@ -66,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     reasons = ", ".join(v["reasons"]) or "none"
     print(f"{v['verdict']}: {v['rows']} rows judged, {v['rows_stopped']} stopped "
           f"(reasons: {reasons})")
-    print(f"bundle: {outcome.bundle.path} ({outcome.bundle.stored_bytes} bytes, "
+    print(f"bundle: {printable(outcome.bundle.path)} ({outcome.bundle.stored_bytes} bytes, "
           f"signed by key {outcome.bundle.keyid[:16]}...)")
     sys.stdout.flush()
     return EXIT_OK if v["verdict"] == "PASS" else EXIT_STOP

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..core.errors import EXIT_OK
+from ..core.errors import EXIT_OK, EXIT_STOP
+from ..core.terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -16,7 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "Ed25519 DSSE signature with PUB, the payload type, the receipt schema, every "
         "artifact's sha256, the manifest and case matrix, then rerun the binary64 oracle "
         "and the gate from the captured bytes and require identical per-row results and "
-        "verdict. Exit 0 when everything agrees (whatever the verdict), 4 otherwise.",
+        "verdict. Exit 0 only for a verified PASS, 1 for a verified STOP (so 'verify && "
+        "ship' never ships a STOP), 4 when verification fails, 2 on bad usage (including "
+        "an unreadable --pubkey or --frozen-manifest).",
     )
     parser.add_argument("bundle", type=Path, metavar="DIR")
     parser.add_argument("--pubkey", type=Path, metavar="PUB",
@@ -36,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import UsageError
     from ..core.keys import load_public_key, project_public_key
-    from ..core.verify import describe_source, verify_bundle
+    from ..core.verify import verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
@@ -50,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
                            frozen_manifest=args.frozen_manifest, workers=args.workers)
     v = result.verdict
     reasons = ", ".join(v["reasons"]) if v["reasons"] else "none"
-    print(f"verified bundle {result.path}")
+    print(f"verified bundle {printable(result.path)}")
     print(f"  signature: Ed25519 DSSE, key id {result.keyid}")
     print(f"  artifacts: {result.artifacts}, every sha256 matches the signed receipt")
     frozen = ("matches the frozen hash given" if result.frozen_manifest else
@@ -60,12 +63,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  harness code: {result.harness_algorithm} sha256 {result.harness_local}, "
               "same as this verifier")
     else:
-        print(f"  harness code: DIFFERS ({result.harness_algorithm}): bundle "
-              f"{result.harness_recorded}, this verifier {result.harness_local} "
-              "(--strict makes this fatal)")
-    print(f"  made from: {describe_source(result.harness_source)}")
+        print(f"  harness code: DIFFERS: bundle {result.harness_recorded}, "
+              f"this verifier {result.harness_local} (--strict makes this fatal)")
+    processes = "1 process" if result.workers == 1 else f"{result.workers} processes"
     print(f"  rerun: {result.rows} rows of {result.cases} cases judged again on CPU "
-          f"({result.workers} processes), identical to the receipt")
+          f"({processes}), identical to the receipt")
     print(f"  verdict: {v['verdict']} ({v['rows_stopped']} of {v['rows']} rows stopped; "
           f"reasons: {reasons})")
-    return EXIT_OK
+    return EXIT_OK if v["verdict"] == "PASS" else EXIT_STOP

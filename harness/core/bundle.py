@@ -29,6 +29,7 @@ bundle. It refuses an existing destination and a bundle over the size cap.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import lzma
@@ -59,7 +60,7 @@ RECEIPT = "receipt.json"
 ENVELOPE = "receipt.dsse.json"
 SIDES = ("stock", "patched")
 SIGNATURE_FILES = (RECEIPT, ENVELOPE)
-MAX_ENVELOPE_BYTES = 64 * 1024 * 1024
+MAX_ENVELOPE_BYTES = 16 << 20  # 36x the H200 receipt's envelope (405 rows)
 
 CODEC_NONE = "none"
 CODEC_XZ = "xz"
@@ -391,7 +392,9 @@ def write_bundle(dest: Path, content: BundleContent, private_key: Ed25519Private
     parent = dest.parent if str(dest.parent) else Path(".")
     if not parent.is_dir():
         raise UsageError(f"{parent} is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=parent))
+    # named like a run's scratch (harness.capture.run.scratch_prefix), so a retry can remove what a
+    # killed writer left
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-{os.getpid()}-", dir=parent))
     try:
         subjects = []
         raw_by_name: dict[str, bytes] = {}
@@ -434,8 +437,30 @@ def write_bundle(dest: Path, content: BundleContent, private_key: Ed25519Private
 # --- safe reads -----------------------------------------------------------------------------
 
 
+_DIR_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+              | getattr(os, "O_CLOEXEC", 0))
+_FILE_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+               | getattr(os, "O_CLOEXEC", 0))
+MAX_TREE_DEPTH = 8  # the layout needs 3 (outputs/<side>/<file>)
+MAX_TREE_ENTRIES = 100_000
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Every entry of a bundle directory, as relative posix paths."""
+
+    files: frozenset[str]
+    folders: frozenset[str]
+
+
 class BundleDir:
-    """Read-only access to a bundle directory that never follows a link or leaves the root."""
+    """Read-only access to a bundle directory that never follows a link or leaves the root.
+
+    Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` relative to folders opened with
+    ``O_NOFOLLOW``, and ``fstat`` must show a regular file before anything is read, so a
+    FIFO, a device or a link anywhere in the bundle is refused instead of followed or
+    waited on.
+    """
 
     def __init__(self, root: Path) -> None:
         try:
@@ -447,40 +472,71 @@ class BundleDir:
             raise MalformedEvidenceError(f"bundle {root} is not a directory (or is a link)")
         self.root = root
 
-    def listing(self) -> set[str]:
-        """Every regular file, as a relative posix path; any link or special file is refused."""
-        found: set[str] = set()
+    def tree(self) -> Tree:
+        """Every file and folder; a link, special file, unreadable folder, or a tree deeper
+        than :data:`MAX_TREE_DEPTH` or larger than :data:`MAX_TREE_ENTRIES` is refused.
+
+        Iterative (no recursion, so no depth can exhaust the stack), and each folder is
+        opened and listed explicitly: a folder that cannot be read is an error, never
+        skipped.
+        """
+        files: set[str] = set()
+        folders: set[str] = set()
+        opened: list[int] = []
         try:
-            for dirpath, dirnames, filenames, dirfd in os.fwalk(self.root, follow_symlinks=False):
-                rel_dir = os.path.relpath(dirpath, self.root)
-                for name in [*dirnames, *filenames]:
-                    rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                    mode = os.lstat(name, dir_fd=dirfd).st_mode
+            opened.append(os.open(self.root, _DIR_FLAGS))
+            stack: list[tuple[str, int]] = [("", opened[-1])]
+            while stack:
+                rel_dir, fd = stack.pop()
+                for name in sorted(os.listdir(fd)):
+                    rel = f"{rel_dir}/{name}" if rel_dir else name
+                    if len(files) + len(folders) >= MAX_TREE_ENTRIES:
+                        raise MalformedEvidenceError(
+                            f"bundle holds more than {MAX_TREE_ENTRIES} entries")
+                    mode = os.lstat(name, dir_fd=fd).st_mode
                     if stat.S_ISLNK(mode):
                         raise MalformedEvidenceError(f"bundle holds a symbolic link: {rel!r}")
                     if stat.S_ISDIR(mode):
-                        continue
-                    if not stat.S_ISREG(mode):
+                        if rel.count("/") + 1 >= MAX_TREE_DEPTH:
+                            raise MalformedEvidenceError(
+                                f"bundle tree is deeper than {MAX_TREE_DEPTH} levels at "
+                                f"{rel[:200]!r}")
+                        try:
+                            opened.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
+                        except OSError as err:
+                            raise MalformedEvidenceError(
+                                f"cannot read bundle folder {rel!r}: "
+                                f"{err.strerror or err}") from err
+                        folders.add(rel)
+                        stack.append((rel, opened[-1]))
+                    elif stat.S_ISREG(mode):
+                        files.add(rel)
+                    else:
                         raise MalformedEvidenceError(f"bundle holds a non-regular file: {rel!r}")
-                    found.add(rel.replace(os.sep, "/"))
         except OSError as err:
             raise MalformedEvidenceError(f"cannot list bundle: {err.strerror or err}") from err
-        return found
+        finally:
+            for fd in opened:
+                os.close(fd)
+        return Tree(frozenset(files), frozenset(folders))
+
+    def listing(self) -> set[str]:
+        """Every regular file, as a relative posix path (see :meth:`tree`)."""
+        return set(self.tree().files)
 
     def read(self, rel: str, *, exact_size: int | None = None,
              max_size: int = MAX_ENVELOPE_BYTES) -> bytes:
         """The bytes of one regular file inside the bundle, opened without following links."""
         check_path(rel)
         parts = rel.split("/")
-        flags_dir = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
         fds: list[int] = []
         try:
-            fd = os.open(self.root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            fd = os.open(self.root, _DIR_FLAGS)
             fds.append(fd)
             for part in parts[:-1]:
-                fd = os.open(part, flags_dir, dir_fd=fd)
+                fd = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 fds.append(fd)
-            fd = os.open(parts[-1], os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=fd)  # a FIFO opens without waiting
             fds.append(fd)
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
@@ -504,6 +560,8 @@ class BundleDir:
         except FileNotFoundError as err:
             raise MalformedEvidenceError(f"bundle file {rel} is missing") from err
         except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise MalformedEvidenceError(f"{rel} is a symbolic link") from err
             raise MalformedEvidenceError(f"cannot read {rel}: {err.strerror or err}") from err
         finally:
             for opened in reversed(fds):

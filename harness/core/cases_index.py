@@ -14,6 +14,7 @@ from typing import Any
 from . import schema
 from .errors import BindingMismatchError, MalformedEvidenceError
 from .manifest import FORCED, CaseLayout, Manifest, RowLayout, expected_layout
+from .strictjson import loads_strict
 
 SCHEMA = "topp-gate/cases/v1"
 SCHEMA_RESOURCE = "cases.schema.json"
@@ -31,10 +32,7 @@ def render_cases_index(layout: Sequence[CaseLayout]) -> bytes:
 
 def parse_cases_index(raw: bytes) -> list[CaseLayout]:
     """Parse and validate ``cases.json`` bytes; MalformedEvidenceError on any defect."""
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
-        raise MalformedEvidenceError(f"cases.json: not UTF-8 JSON ({err})") from None
+    data = loads_strict(raw, "cases.json")  # duplicate keys, NaN, bad UTF-8: refused
     problem = schema.violation(SCHEMA_RESOURCE, data)
     if problem is not None:
         raise MalformedEvidenceError(f"cases.json: schema violation {problem}")

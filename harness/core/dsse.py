@@ -95,18 +95,30 @@ def canonical_envelope(data: bytes, payload: bytes, public_key: Ed25519PublicKey
     raise SignatureError(f"no signature verifies with the given public key (key id {kid})")
 
 
-def _parse(data: bytes) -> tuple[bytes, str, list[tuple[str | None, bytes]]]:
+def _unb64_exact(text: object, what: str) -> bytes:
+    """Standard-alphabet, padded base64 in its one canonical spelling (no spare bits)."""
+    raw = _unb64(text, what)
+    if not isinstance(text, str) or base64.b64encode(raw).decode("ascii") != text:
+        raise MalformedEvidenceError(f"DSSE {what} is not canonical standard base64")
+    return raw
+
+
+def _parse(data: bytes, exact: bool = False) -> tuple[bytes, str, list[tuple[str | None, bytes]]]:
     envelope = loads_strict(data, "DSSE envelope")
     if not isinstance(envelope, dict) or set(envelope) != ENVELOPE_KEYS:
         raise MalformedEvidenceError(
             "DSSE envelope must be an object with exactly payload, payloadType, signatures")
-    payload = _unb64(envelope["payload"], "payload")
-    payload_type = envelope["payloadType"]
-    if not isinstance(payload_type, str):
-        raise MalformedEvidenceError("DSSE payloadType is not a string")
     raw_sigs = envelope["signatures"]
     if not isinstance(raw_sigs, list) or not raw_sigs:
         raise MalformedEvidenceError("DSSE envelope holds no signatures")
+    if exact and len(raw_sigs) != 1:
+        raise MalformedEvidenceError(f"DSSE envelope holds {len(raw_sigs)} signatures; a "
+                                     "bundle's holds exactly one")
+    unb64 = _unb64_exact if exact else _unb64
+    payload = unb64(envelope["payload"], "payload")
+    payload_type = envelope["payloadType"]
+    if not isinstance(payload_type, str):
+        raise MalformedEvidenceError("DSSE payloadType is not a string")
     sigs: list[tuple[str | None, bytes]] = []
     for entry in raw_sigs:
         if not isinstance(entry, dict) or "sig" not in entry or not set(entry) <= SIGNATURE_KEYS:
@@ -114,17 +126,25 @@ def _parse(data: bytes) -> tuple[bytes, str, list[tuple[str | None, bytes]]]:
         kid = entry.get("keyid")
         if kid is not None and not isinstance(kid, str):
             raise MalformedEvidenceError("DSSE keyid is not a string")
-        sigs.append((kid, _unb64(entry["sig"], "signature")))
+        sig = unb64(entry["sig"], "signature")
+        if exact and len(sig) != ED25519_SIGNATURE_BYTES:
+            raise MalformedEvidenceError(f"DSSE signature holds {len(sig)} bytes, not "
+                                         f"{ED25519_SIGNATURE_BYTES}")
+        sigs.append((kid, sig))
     return payload, payload_type, sigs
 
 
 def verify(data: bytes, public_key: Ed25519PublicKey,
-           expected_payload_type: str = IN_TOTO_PAYLOAD_TYPE) -> bytes:
+           expected_payload_type: str = IN_TOTO_PAYLOAD_TYPE, *, exact: bool = False) -> bytes:
     """Verify a DSSE envelope (bytes) with one trusted key; return the verified payload.
 
     The keyid is only a hint (never a security decision): every signature is tried.
+    ``exact`` (bundles) first requires the writer's shape, before any cryptography: exactly
+    one signature of 64 bytes in canonical standard base64 (the key id hint is compared
+    with the writer's form afterwards, by the caller). A bundle carrying
+    500k signatures is refused after counting them, not after checking each.
     """
-    payload, payload_type, sigs = _parse(data)
+    payload, payload_type, sigs = _parse(data, exact)
     message = pae(payload_type, payload)
     verified = False
     for _kid, sig in sigs:

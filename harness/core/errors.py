@@ -6,16 +6,20 @@ traceback. A gate STOP is *not* an error: it is a result written into the receip
 
 Exit codes (stable, documented in README.md):
     0 success, 1 gate STOP, 2 usage or bad input, 3 oracle boundary ambiguous,
-    4 verification failed.
+    4 verification failed, 5 internal error (a bug: never a verdict).
+Only a gate STOP is exit 1 (``run``'s verdict, ``verify``'s verified verdict).
 """
 
 from __future__ import annotations
+
+from .terminal import printable
 
 EXIT_OK = 0
 EXIT_STOP = 1
 EXIT_USAGE = 2
 EXIT_AMBIGUOUS = 3
 EXIT_VERIFY = 4
+EXIT_INTERNAL = 5
 
 
 class HarnessError(Exception):
@@ -25,7 +29,8 @@ class HarnessError(Exception):
     exit_code = EXIT_USAGE
 
     def __init__(self, detail: str) -> None:
-        self.detail = " ".join(str(detail).split())  # always one line
+        # always one line, and nothing in it can drive a terminal (escape sequences)
+        self.detail = printable(" ".join(str(detail).split()))
         super().__init__(f"{self.code}: {self.detail}")
 
 
@@ -132,6 +137,7 @@ class BindingMismatchError(VerificationError):
 
     code = "binding_mismatch"
 
-    def __init__(self, what: str, expected: str, actual: str) -> None:
+    def __init__(self, what: str, expected: str, actual: str, *,
+                 said_by: str = "receipt") -> None:
         self.what, self.expected, self.actual = what, expected, actual
-        super().__init__(f"{what}: receipt says {expected}, found {actual}")
+        super().__init__(f"{what}: {said_by} says {expected}, found {actual}")

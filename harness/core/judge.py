@@ -10,10 +10,10 @@ identical to a serial run (tests prove it). No torch, triton or vLLM here.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,7 +86,11 @@ def _side_bytes(side: bytes | str, expected: int) -> bytes | str:
 
 
 def tasks(cases: Iterable[CaseBytes], *, fast: bool = False) -> Iterator[_Task]:
-    """Split cases into independent per-row work items, in case order then row order."""
+    """Split cases into independent per-row work items, in case order then row order.
+
+    Lazy: a case is taken from ``cases`` only when its first row is needed, and released
+    before the next one is taken, so a streaming caller holds one case at a time.
+    """
     for case in cases:
         ps = _check_case(case)
         row_bytes = case.vocab * FLOAT32_BYTES
@@ -98,6 +102,7 @@ def tasks(cases: Iterable[CaseBytes], *, fast: bool = False) -> Iterator[_Task]:
                    case.logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
                    _side_row(stock, i, row_bytes), _side_row(patched, i, row_bytes),
                    case.split_path, fast)
+        del case, stock, patched  # not held while the next case is produced
 
 
 def _output(side: bytes | str, fast: bool) -> SideOutput:
@@ -140,42 +145,30 @@ def judge_cases(cases: Iterable[CaseBytes], *, workers: int = 1, fast: bool = Fa
     """Per-row gate results for every row of every case, in order.
 
     ``workers > 1`` judges rows in worker processes; the list is identical to a serial run.
-    ``progress`` is called with 1 after each row is judged.
+    ``progress`` is called with 1 after each row is judged. Rows are taken from ``cases``
+    lazily and at most ``2 * workers`` are in flight, so memory holds one case plus a few
+    rows, however many cases there are (``verify`` streams cases through this).
     """
-    work = list(tasks(cases, fast=fast))
+    work = tasks(cases, fast=fast)
     results: list[dict[str, Any]] = []
-    if workers <= 1 or len(work) <= 1:
+    if workers <= 1:
         for task in work:
             results.append(judge_task(task))
             if progress:
                 progress(1)
         return results
-    global _FORKED_WORK
-    if "fork" in multiprocessing.get_all_start_methods():
-        # Workers inherit the rows through fork: only an index travels to each of them,
-        # not the row's megabytes of logits and outputs (pickling those cost more than
-        # judging them).
-        _FORKED_WORK = work
-        try:
-            with ProcessPoolExecutor(max_workers=workers,
-                                     mp_context=multiprocessing.get_context("fork")) as pool:
-                for result in pool.map(_judge_forked, range(len(work)), chunksize=1):
-                    results.append(result)
-                    if progress:
-                        progress(1)
-        finally:
-            _FORKED_WORK = []
-        return results
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for result in pool.map(judge_task, work, chunksize=1):
-            results.append(result)
+        pending: deque[Future[dict[str, Any]]] = deque()
+
+        def collect() -> None:
+            results.append(pending.popleft().result())
             if progress:
                 progress(1)
+
+        for task in work:
+            pending.append(pool.submit(judge_task, task))
+            if len(pending) >= 2 * workers:
+                collect()
+        while pending:
+            collect()
     return results
-
-
-_FORKED_WORK: list[_Task] = []
-
-
-def _judge_forked(index: int) -> dict[str, Any]:
-    return judge_task(_FORKED_WORK[index])

@@ -12,10 +12,12 @@ import os
 import re
 from pathlib import Path
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from .errors import UsageError
+from .safeio import read_regular_file
 
 PRIVATE_SUFFIX = ".key"
 PUBLIC_SUFFIX = ".pub"
@@ -62,6 +64,12 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 def key_paths(prefix: Path) -> tuple[Path, Path]:
+    """``PREFIX.key`` and ``PREFIX.pub``; an empty prefix or one naming a folder is refused
+    (it would write hidden files such as ``.key``)."""
+    text = str(prefix)
+    if not text or text.endswith(("/", os.sep)) or Path(text).name in ("", ".", ".."):
+        raise UsageError(f"key prefix {text!r} names no file; give a path such as "
+                         "keys/signing")
     return Path(f"{prefix}{PRIVATE_SUFFIX}"), Path(f"{prefix}{PUBLIC_SUFFIX}")
 
 
@@ -77,21 +85,19 @@ def write_keypair(prefix: Path) -> tuple[Path, Path, str]:
     return private_path, public_path, keyid(private_key.public_key())
 
 
-def _read_key_file(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_KEY_FILE_BYTES + 1)
-    except OSError as err:
-        raise UsageError(f"cannot read key file {path}: {err.strerror or err}") from None
-    if len(data) > MAX_KEY_FILE_BYTES:
-        raise UsageError(f"{path} is too large to be a key file")
-    return data
+def _read_key_file(path: Path, *, owner_only: bool = False) -> bytes:
+    return read_regular_file(Path(path), "key file", MAX_KEY_FILE_BYTES, owner_only=owner_only)
 
 
-def load_private_key(path: Path) -> Ed25519PrivateKey:
-    data = _read_key_file(path)
+def load_private_key(path: Path, *, owner_only: bool = False) -> Ed25519PrivateKey:
+    """The Ed25519 private key in ``path``; ``owner_only`` (``run``) refuses a key file
+    that group or others may access, as ssh does."""
+    data = _read_key_file(path, owner_only=owner_only)
     try:
         key = serialization.load_pem_private_key(data, password=None)
+    except UnsupportedAlgorithm as err:
+        raise UsageError(f"{path} holds a key of an unsupported algorithm; topp-gate signs "
+                         "with Ed25519") from err
     except (ValueError, TypeError) as err:
         raise UsageError(f"{path} is not an unencrypted PEM private key") from err
     if not isinstance(key, Ed25519PrivateKey):
@@ -120,6 +126,9 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
         raise UsageError(f"{path} holds a private key; pass the public key (.pub)")
     try:
         key = serialization.load_pem_public_key(data)
+    except UnsupportedAlgorithm as err:
+        raise UsageError(f"{path} holds a public key of an unsupported algorithm; topp-gate "
+                         "verifies Ed25519 signatures") from err
     except (ValueError, TypeError) as err:
         raise UsageError(f"{path} is not a PEM public key") from err
     if not isinstance(key, Ed25519PublicKey):

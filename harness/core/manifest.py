@@ -21,6 +21,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import re
 import struct
 from collections.abc import Mapping, Sequence
@@ -31,11 +32,15 @@ from typing import Any
 from . import schema
 from .errors import EvidenceDriftError, InvalidInputError, LimitError
 from .f32 import runtime_p, to_float32
+from .safeio import read_regular_file
+from .strictjson import no_duplicate_keys
 
 SCHEMA = "topp-gate/manifest/v1"
 SCHEMA_RESOURCE = "manifest.schema.json"
 HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64
 FROZEN_SUFFIX = ".sha256"
+MAX_MANIFEST_BYTES = 1 << 20  # the H200 matrix is 11 kB; a manifest is never near this
+MAX_FROZEN_HASH_BYTES = 4096
 FORCED = "forced"
 ORDINARY = "ordinary"
 BOUNDARY = "boundary"
@@ -154,9 +159,13 @@ def sha256sum_line(raw: bytes, filename: str) -> str:
 def parse_manifest(raw: bytes, *, source: str = "manifest") -> Manifest:
     """Parse manifest bytes: JSON, schema, semantic checks and limits. No frozen check."""
     try:
+        if len(raw) > MAX_MANIFEST_BYTES:
+            raise ManifestError(f"{source}: {len(raw)} bytes, over the {MAX_MANIFEST_BYTES} "
+                                "a manifest may hold")
         data = json.loads(raw.decode("utf-8"), parse_float=_refuse_float,
-                          parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                          parse_constant=_refuse_constant,
+                          object_pairs_hook=no_duplicate_keys(source, ManifestError))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
         raise ManifestError(f"{source}: not UTF-8 JSON ({err})") from None
     problem = schema.violation(SCHEMA_RESOURCE, data)
     if problem is not None:
@@ -169,11 +178,12 @@ def parse_manifest(raw: bytes, *, source: str = "manifest") -> Manifest:
 def frozen_sha256(path: Path) -> str:
     """The frozen sha256 of manifest ``path``, read from its ``.sha256`` sibling."""
     sibling = path.with_name(path.name + FROZEN_SUFFIX)
+    if not os.path.lexists(sibling):
+        raise ManifestNotFrozenError(f"{path}: no frozen hash file {sibling.name}")
     try:
-        text = sibling.read_text("utf-8")
-    except FileNotFoundError:
-        raise ManifestNotFrozenError(f"{path}: no frozen hash file {sibling.name}") from None
-    except (OSError, UnicodeDecodeError) as err:
+        text = read_regular_file(sibling, "frozen hash file", MAX_FROZEN_HASH_BYTES,
+                                 error=ManifestNotFrozenError).decode("utf-8")
+    except UnicodeDecodeError as err:
         raise ManifestNotFrozenError(f"{sibling}: unreadable ({err})") from None
     match = _SHA256SUM_LINE.match(text)
     if match is None:
@@ -184,13 +194,19 @@ def frozen_sha256(path: Path) -> str:
     return digest
 
 
+def read_manifest_bytes(path: Path) -> bytes:
+    """A manifest file's bytes: a regular file only (never a FIFO), at most
+    :data:`MAX_MANIFEST_BYTES`; every failure is a ManifestError (exit 2)."""
+    try:
+        return read_regular_file(path, "manifest", MAX_MANIFEST_BYTES, error=ManifestError)
+    except ManifestError as err:
+        raise ManifestError(f"{path}: unreadable ({err.detail})") from None
+
+
 def load_manifest(path: str | Path, *, require_frozen: bool = True) -> Manifest:
     """Load a manifest for a run. Refuses one whose bytes are not the frozen ones."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise ManifestError(f"{path}: unreadable ({err.strerror or err})") from None
+    raw = read_manifest_bytes(path)
     if require_frozen:
         expected = frozen_sha256(path)
         actual = sha256_hex(raw)

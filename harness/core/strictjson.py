@@ -7,17 +7,20 @@ either would let two readers disagree about the same signed bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from .errors import MalformedEvidenceError
+from .errors import HarnessError, MalformedEvidenceError
 
 
-def _no_duplicates(what: str):  # type: ignore[no-untyped-def]
+def no_duplicate_keys(what: str, error: type[HarnessError] = MalformedEvidenceError
+                      ) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An ``object_pairs_hook`` that raises ``error`` on a duplicate key."""
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
-                raise MalformedEvidenceError(f"{what}: duplicate JSON key {key!r}")
+                raise error(f"{what}: duplicate JSON key {key!r}")
             out[key] = value
         return out
 
@@ -32,7 +35,7 @@ def loads_strict(data: bytes, what: str) -> Any:
     """Parse UTF-8 JSON bytes strictly; every failure is a MalformedEvidenceError."""
     try:
         text = data.decode("utf-8")
-        return json.loads(text, object_pairs_hook=_no_duplicates(what),
+        return json.loads(text, object_pairs_hook=no_duplicate_keys(what),
                           parse_constant=_no_constant)
     except MalformedEvidenceError:
         raise

@@ -3,20 +3,28 @@
 Base install only (standard library, jsonschema, cryptography, rfc8785; numpy only as the
 oracle's optional, test-proven bit-identical fast path). Never torch, triton or vLLM.
 
-Order (each step reads only bytes a previous step verified):
- 1. the bundle is a plain directory tree: no links, no special files;
- 2. the DSSE envelope's Ed25519 signature with the given public key, then its payload type;
- 3. the payload is RFC 8785 canonical JSON, an in-toto Statement v1 valid under the
+Order (each step reads only bytes a previous step verified; nothing is inflated before the
+sizes it may inflate to are known from the manifest):
+ 1. the DSSE envelope's shape (one signature, canonical base64, sizes), then its Ed25519
+    signature with the given public key, then its payload type;
+ 2. the payload is RFC 8785 canonical JSON, an in-toto Statement v1 valid under the
     receipt schema; ``receipt.json`` is byte-identical to it;
- 4. the files present are exactly the receipt's subjects plus the two receipt files;
- 5. every stored file's sha256, then (after size-capped decoding) every raw sha256;
- 6. the manifest (hash, schema, limits, optionally the frozen hash), the case matrix
-    against the manifest, the per-row results file, the kernel-path evidence, the source
-    and patch pins against the manifest, and the dispatch path: each side's backend is the
-    manifest's and each case's split-path flag is what both sides' evidence proves;
+ 3. the bundle's tree, folders included, is exactly what the receipt's subjects imply: no
+    link, special file, unreadable folder, extra folder or extra file;
+ 4. the manifest (size cap, stored and raw sha256, optionally the frozen hash, strict JSON,
+    schema, limits); ``cases.json`` is byte for byte the case layout the manifest implies;
+ 5. every subject's declared sizes are the ones that layout implies (raw = batch x vocab x
+    4 for logits and outputs, ...), each case under the verifier's own ceiling, the whole
+    under the manifest's bundle cap;
+ 6. the per-row results file, the kernel-path evidence (every per-case hash it records
+    against the artifacts), the source and patch pins against the manifest, the dispatch
+    path (each side's backend is the manifest's, always checked; each case's split-path
+    flag is what both sides' evidence proves);
  7. the harness code digest against this verifier's own code (reported; fatal if strict);
- 8. the oracle and the gate rerun from the captured bytes: identical per-row results and
-    the same verdict.
+ 8. case by case: the captured inputs and outputs are read (stored sha256), decoded with
+    the declared size as a hard cap (raw sha256), and the oracle and the gate rerun on
+    them; identical per-row results and the same verdict; only one case is held at a time;
+ 9. ``report.md`` is byte for byte what the report generator makes from the verified data.
 
 Every failure is a :class:`~harness.core.errors.VerificationError` (one line, exit 4);
 unexpected exceptions are wrapped too (fail closed).
@@ -24,11 +32,10 @@ unexpected exceptions are wrapped too (fail closed).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +61,8 @@ from .bundle import (
     evidence_name,
     mask_decode,
     output_name,
+    rows_bytes,
+    sha256,
     xz_decompress,
     zlib_decompress,
 )
@@ -61,13 +70,36 @@ from .errors import (
     BindingMismatchError,
     HarnessError,
     MalformedEvidenceError,
+    UsageError,
     VerificationError,
 )
 from .judge import default_workers
 from .keys import keyid
+from .safeio import read_regular_file
 from .strictjson import loads_strict
 
-REPORT_FILES = ("report.md", "report.png")
+REPORT_MD = "report.md"
+REPORT_PNG = "report.png"
+REPORT_FILES = (REPORT_MD, REPORT_PNG)
+# The verifier's own ceilings, whatever a manifest declares: one case's array (logits, or
+# one side's output) holds at most 64 rows of 262144 float32 values (the H200 matrix's
+# largest vocabulary at the split path's batch ceiling), and a plain (uncompressed) file
+# other than the manifest at most 8 MiB. With one case held at a time, these keep peak
+# memory under 1 GiB for any input (tests/unit/test_verify_hostile.py measures it).
+MAX_CASE_VALUES = 64 * 262144
+MAX_PLAIN_BYTES = 8 << 20
+# A compressed stream is never much larger than what it decodes to.
+_STORED_SLACK = 4096
+
+
+def _stored_cap(decoded: int) -> int:
+    return decoded + decoded // 16 + _STORED_SLACK
+
+
+def _mask_coded_cap(raw_size: int) -> int:
+    """Largest f32mask stream for ``raw_size`` output bytes: header, a code per value,
+    and every value listed."""
+    return 12 + raw_size // 4 + raw_size
 _SHA256_LINE = re.compile(r"([0-9a-f]{64})(?:[ \t].*)?\n?", re.DOTALL)
 
 
@@ -144,31 +176,35 @@ _MISSING = "(absent)"
 
 def read_frozen_hash(path: Path) -> str:
     """The frozen sha256 an auditor supplies: a ``.sha256`` file, or a committed manifest
-    whose ``.sha256`` sibling freezes it (the manifest's bytes must match that hash)."""
+    whose ``.sha256`` sibling freezes it (the manifest's bytes must match that hash).
+
+    Everything wrong here is wrong with the argument, not with the bundle: a UsageError
+    (exit 2), whether the file is missing, not a regular file, malformed, or a committed
+    manifest that no longer matches its own ``.sha256``.
+    """
+    from .manifest import MAX_FROZEN_HASH_BYTES, frozen_sha256, read_manifest_bytes
+
     try:
         if path.name.endswith(".sha256"):
-            match = _SHA256_LINE.fullmatch(path.read_text("utf-8"))
+            text = read_regular_file(path, "--frozen-manifest", MAX_FROZEN_HASH_BYTES)
+            match = _SHA256_LINE.fullmatch(text.decode("utf-8", "replace"))
             if match is None:
-                raise MalformedEvidenceError(f"{path} is not a sha256sum line")
+                raise UsageError(f"--frozen-manifest {path} is not a sha256sum line")
             return match.group(1)
-        from .manifest import frozen_sha256
-
+        actual = sha256(read_manifest_bytes(path))
         frozen = frozen_sha256(path)
-        actual = hashlib.sha256(path.read_bytes()).hexdigest()
-    except VerificationError:
+    except UsageError:
         raise
     except HarnessError as err:
-        raise MalformedEvidenceError(f"frozen manifest: {err.detail}") from err
-    except (OSError, UnicodeDecodeError) as err:
-        raise MalformedEvidenceError(f"cannot read frozen manifest {path}: {err}") from err
+        raise UsageError(f"--frozen-manifest: {err.detail}") from err
     if frozen != actual:
-        raise BindingMismatchError(f"committed manifest {path.name} vs its frozen hash",
-                                   frozen, actual)
+        raise UsageError(f"--frozen-manifest {path} does not match its own "
+                         f"{path.name}.sha256 (frozen {frozen}, file {actual})")
     return frozen
 
 
 class _Artifacts:
-    """Subjects of a verified statement; each read, digest-checked and decoded at most once."""
+    """Subjects of a verified statement, read and decoded on demand under their checks."""
 
     def __init__(self, bundle: BundleDir, subjects: list[dict[str, Any]]) -> None:
         self.bundle = bundle
@@ -190,32 +226,21 @@ class _Artifacts:
     def digest(self, name: str) -> str:
         return str(self.subjects[name]["digest"]["sha256"])
 
-    def load_all(self, threads: int) -> None:
-        """Read, check and decode every subject: plain ones first, then mask-coded ones.
+    def size(self, name: str) -> int:
+        return int(self.subjects[name]["annotations"]["size"])
 
-        Threads help because hashlib, lzma and numpy release the GIL; the first failure in
-        sorted name order is the one raised, so the outcome does not depend on timing.
+    def decode(self, name: str, base: bytes | None = None) -> bytes:
+        """Read a subject's stored file (its size and sha256 checked before decoding),
+        decode it with its declared size as a hard cap, check the raw sha256. Not cached.
+
+        ``base`` is the raw input a mask-coded output is coded against.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
-        names = sorted(self.subjects)
-        plain = [n for n in names if self.subjects[n]["annotations"]["codec"] != CODEC_MASK]
-        coded = [n for n in names if n not in set(plain)]
-        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            for batch in (plain, coded):
-                futures = [pool.submit(self.raw, name) for name in batch]
-                for future in futures:
-                    future.result()
-
-    def raw(self, name: str) -> bytes:
-        if name in self._raw:
-            return self._raw[name]
         subject = self.subjects.get(name)
         if subject is None:
             raise MalformedEvidenceError(f"receipt has no subject {name!r}")
         ann = subject["annotations"]
         data = self.bundle.read(ann["stored"], exact_size=ann["stored_size"])
-        found = hashlib.sha256(data).hexdigest()
+        found = sha256(data)
         if found != ann["stored_sha256"]:
             raise BindingMismatchError(f"sha256 of stored {ann['stored']}",
                                        ann["stored_sha256"], found)
@@ -228,26 +253,43 @@ class _Artifacts:
         elif codec == CODEC_ZLIB:
             raw = zlib_decompress(data, size)
         elif codec == CODEC_MASK:
-            base_name = ann["base"]
-            base_subject = self.subjects.get(base_name)
+            if base is None:
+                raise MalformedEvidenceError(f"{name} is mask-coded but has no base input")
+            raw = mask_decode(xz_decompress(data, _mask_coded_cap(size)), base)
+        else:  # the schema allows no other codec
+            raise MalformedEvidenceError(f"{name} uses unknown codec {codec!r}")
+        del data
+        if len(raw) != size:
+            raise BindingMismatchError(f"size of {name}", str(size), str(len(raw)))
+        found = sha256(raw)
+        if found != subject["digest"]["sha256"]:
+            raise BindingMismatchError(f"sha256 of {name}", subject["digest"]["sha256"], found)
+        return raw
+
+    def raw(self, name: str) -> bytes:
+        """:meth:`decode`, cached, resolving a mask-coded output's base by its annotation
+        (for tools that read a few artifacts; :func:`verify_bundle` streams instead)."""
+        if name in self._raw:
+            return self._raw[name]
+        subject = self.subjects.get(name)
+        if subject is None:
+            raise MalformedEvidenceError(f"receipt has no subject {name!r}")
+        base = None
+        if subject["annotations"]["codec"] == CODEC_MASK:
+            base_name = subject["annotations"].get("base")
+            base_subject = self.subjects.get(base_name) if isinstance(base_name, str) else None
             if base_subject is None or base_subject["annotations"]["codec"] == CODEC_MASK:
                 raise MalformedEvidenceError(f"{name} is coded against {base_name!r}, which is "
                                              "not a plain input artifact")
-            raw = mask_decode(xz_decompress(data, 12 + size // 4 + size), self.raw(base_name))
-        else:  # the schema allows no other codec
-            raise MalformedEvidenceError(f"{name} uses unknown codec {codec!r}")
-        if len(raw) != size:
-            raise BindingMismatchError(f"size of {name}", str(size), str(len(raw)))
-        found = hashlib.sha256(raw).hexdigest()
-        if found != subject["digest"]["sha256"]:
-            raise BindingMismatchError(f"sha256 of {name}", subject["digest"]["sha256"], found)
+            base = self.raw(str(base_name))
+        raw = self.decode(name, base)
         self._raw[name] = raw
         return raw
 
 
 def _statement(bundle: BundleDir, public_key: Ed25519PublicKey) -> tuple[dict[str, Any], bytes]:
     envelope = bundle.read(ENVELOPE, max_size=MAX_ENVELOPE_BYTES)
-    payload = dsse.verify(envelope, public_key, dsse.IN_TOTO_PAYLOAD_TYPE)
+    payload = dsse.verify(envelope, public_key, dsse.IN_TOTO_PAYLOAD_TYPE, exact=True)
     # DSSE tolerates unauthenticated variation (keyid hints, either base64 alphabet, spare
     # base64 bits, extra signatures, whitespace). A bundle must not: every byte of it is
     # bound, so the envelope must be exactly what the writer makes for this key.
@@ -266,16 +308,23 @@ def _statement(bundle: BundleDir, public_key: Ed25519PublicKey) -> tuple[dict[st
 
 
 def _check_files(bundle: BundleDir, artifacts: _Artifacts) -> None:
-    present = bundle.listing()
+    """The tree is exactly the receipt's: its stored files, the two receipt files, and the
+    folders that hold them; nothing else, not even an empty folder."""
+    tree = bundle.tree()
     expected = artifacts.stored | {RECEIPT, ENVELOPE}
-    missing = sorted(expected - present)
+    missing = sorted(expected - tree.files)
     if missing:
         raise MalformedEvidenceError(f"bundle file {missing[0]} is missing "
                                      f"({len(missing)} missing)")
-    extra = sorted(present - expected)
+    extra = sorted(tree.files - expected)
     if extra:
         raise MalformedEvidenceError(f"bundle holds a file the receipt does not name: "
-                                     f"{extra[0]}")
+                                     f"{extra[0]!r}")
+    folders = {name.rsplit("/", i)[0] for name in expected for i in range(1, name.count("/") + 1)}
+    extra = sorted(tree.folders - folders)
+    if extra:
+        raise MalformedEvidenceError(f"bundle holds a folder the receipt does not imply: "
+                                     f"{extra[0]!r}")
 
 
 def _check_names(artifacts: _Artifacts, layout: list[Any], cases: list[dict[str, Any]]) -> None:
@@ -306,15 +355,30 @@ def _check_names(artifacts: _Artifacts, layout: list[Any], cases: list[dict[str,
                                          f"{' or '.join(want)}")
 
 
-def _manifest(artifacts: _Artifacts, predicate: dict[str, Any], frozen: str | None) -> Any:
-    from .manifest import parse_manifest
+def _plain(artifacts: _Artifacts, name: str, max_bytes: int) -> bytes:
+    """A plain (codec ``none``) subject, refused unread when it declares more than
+    ``max_bytes``."""
+    ann = artifacts.subjects[name]["annotations"]
+    if ann["codec"] != CODEC_NONE:
+        raise MalformedEvidenceError(f"{name} is stored with codec {ann['codec']}, not none")
+    if int(ann["size"]) != int(ann["stored_size"]) or int(ann["size"]) > max_bytes:
+        raise MalformedEvidenceError(f"{name} declares {ann['size']} bytes ({ann['stored_size']}"
+                                     f" stored); at most {max_bytes}, stored as is")
+    return artifacts.decode(name)
 
-    raw = artifacts.raw(MANIFEST)
+
+def _manifest(artifacts: _Artifacts, predicate: dict[str, Any], frozen: str | None) -> Any:
+    from .manifest import MAX_MANIFEST_BYTES, parse_manifest
+
+    if MANIFEST not in artifacts.subjects:
+        raise MalformedEvidenceError(f"receipt lacks artifact {MANIFEST}")
     digest = artifacts.digest(MANIFEST)
     if predicate["hashes"]["manifest"] != digest:
         raise BindingMismatchError("manifest hash", predicate["hashes"]["manifest"], digest)
     if frozen is not None and frozen != digest:
-        raise BindingMismatchError("manifest hash vs the frozen one", frozen, digest)
+        raise BindingMismatchError("bundle manifest's sha256 vs --frozen-manifest", frozen,
+                                   digest, said_by="the frozen manifest")
+    raw = _plain(artifacts, MANIFEST, MAX_MANIFEST_BYTES)
     try:
         return parse_manifest(raw, source=MANIFEST)
     except VerificationError:
@@ -324,13 +388,23 @@ def _manifest(artifacts: _Artifacts, predicate: dict[str, Any], frozen: str | No
 
 
 def _layout(artifacts: _Artifacts, predicate: dict[str, Any], manifest: Any) -> list[Any]:
-    from .cases_index import check_against_manifest, parse_cases_index
+    """The manifest's case layout; ``cases.json`` must be exactly its rendering (so it is
+    never parsed: a duplicate key or any other byte of difference is refused)."""
+    from .cases_index import render_cases_index
+    from .manifest import expected_layout
 
+    layout = expected_layout(manifest)
+    expected = render_cases_index(layout)
+    if CASES not in artifacts.subjects:
+        raise MalformedEvidenceError(f"receipt lacks artifact {CASES}")
     digest = artifacts.digest(CASES)
     if predicate["hashes"]["case_matrix"] != digest:
         raise BindingMismatchError("case matrix hash", predicate["hashes"]["case_matrix"], digest)
-    layout = parse_cases_index(artifacts.raw(CASES))
-    check_against_manifest(layout, manifest)
+    if digest != sha256(expected):
+        raise BindingMismatchError(f"{CASES} vs the case layout the manifest implies",
+                                   sha256(expected), digest, said_by="the manifest")
+    if _plain(artifacts, CASES, len(expected)) != expected:  # pragma: no cover - sha256
+        raise BindingMismatchError(CASES, "the manifest's case layout", "different bytes")
     recorded = [c["id"] for c in predicate["cases"]]
     actual = [c.id for c in layout]
     if recorded != actual:
@@ -338,18 +412,59 @@ def _layout(artifacts: _Artifacts, predicate: dict[str, Any], manifest: Any) -> 
     return layout
 
 
+def _check_sizes(artifacts: _Artifacts, layout: list[Any], manifest: Any,
+                 predicate: dict[str, Any]) -> None:
+    """Before anything is inflated: each subject declares exactly the raw size the layout
+    implies, and a stored size a stream of that size can have; every case is under the
+    verifier's own ceiling, and the stored total under the manifest's cap."""
+    implied: dict[str, int] = {ROWS: len(rows_bytes(predicate["rows"]))}
+    for case in layout:
+        if case.batch * case.vocab > MAX_CASE_VALUES:
+            raise MalformedEvidenceError(
+                f"case {case.id} holds {case.batch} x {case.vocab} values, over this "
+                f"verifier's ceiling of {MAX_CASE_VALUES} per case")
+        implied[case.logits_path] = case.logits_bytes
+        implied[case.p_path] = case.p_bytes
+        for side in SIDES:
+            implied[output_name(side, case.id)] = case.logits_bytes
+    for name, subject in sorted(artifacts.subjects.items()):
+        ann = subject["annotations"]
+        size, stored = int(ann["size"]), int(ann["stored_size"])
+        want = implied.get(name)
+        if want is not None and size != want:
+            raise MalformedEvidenceError(f"{name} declares {size} raw bytes; the case layout "
+                                         f"implies {want}")
+        codec = ann["codec"]
+        if codec == CODEC_NONE:
+            if stored != size or size > MAX_PLAIN_BYTES:
+                raise MalformedEvidenceError(f"{name} declares {size} bytes ({stored} stored)"
+                                             f"; at most {MAX_PLAIN_BYTES}, stored as is")
+        else:
+            decoded = _mask_coded_cap(size) if codec == CODEC_MASK else size
+            if stored > _stored_cap(decoded):
+                raise MalformedEvidenceError(f"{name} declares {stored} stored bytes for "
+                                             f"{size} raw: not a stream of that size")
+    total = sum(int(s["annotations"]["stored_size"]) for s in artifacts.subjects.values())
+    cap = int(manifest.limits["max_bundle_bytes"])
+    recorded = predicate["bundle"]["max_bytes"]
+    if recorded is not None and recorded != cap:
+        raise BindingMismatchError("bundle size cap", str(recorded), str(cap))
+    if total > cap:
+        raise MalformedEvidenceError(f"bundle artifacts hold {total} bytes, over the "
+                                     f"manifest's cap of {cap}")
+
+
 def _bound_json(artifacts: _Artifacts, predicate: dict[str, Any]) -> None:
     digest = artifacts.digest(ROWS)
     if predicate["hashes"]["rows"] != digest:
         raise BindingMismatchError("per-row results hash", predicate["hashes"]["rows"], digest)
-    rows_file = loads_strict(artifacts.raw(ROWS), ROWS)
-    if rows_file != predicate["rows"]:
+    if _plain(artifacts, ROWS, MAX_PLAIN_BYTES) != rows_bytes(predicate["rows"]):
         raise BindingMismatchError(ROWS, "the receipt's per-row results", "different results")
     for side in SIDES:
         name = evidence_name(side)
         recorded = predicate["kernel_path"][side]
         if name in artifacts.subjects:
-            value = loads_strict(artifacts.raw(name), name)
+            value = loads_strict(_plain(artifacts, name, MAX_PLAIN_BYTES), name)
             if value != recorded:
                 raise BindingMismatchError(f"{side} kernel-path evidence",
                                            "the receipt's kernel_path", f"different {name}")
@@ -394,6 +509,26 @@ def _proven_cases(evidence: Any) -> dict[str, bool]:
             for record in evidence["cases"] if isinstance(record, dict)}
 
 
+# What the runner records for a side whose child wrote no evidence at all (run.py)
+_NO_EVIDENCE_KEYS = {"status", "reason"}
+_NO_OUTPUT_STATUSES = ("timeout", "kernel_crash")
+
+
+def _check_backend(side: str, evidence: Any, required: str, statuses: list[str]) -> None:
+    """A side's evidence names the manifest's backend. Only a side whose child left no
+    evidence (every case ``timeout`` or ``kernel_crash``, and the runner's two-key record
+    or nothing) may lack it: the check cannot be skipped by dropping the key."""
+    if isinstance(evidence, dict) and "backend" in evidence:
+        if evidence["backend"] != required:
+            raise BindingMismatchError(f"{side} backend vs the manifest's", str(required),
+                                       str(evidence["backend"]))
+        return
+    no_evidence = evidence is None or (isinstance(evidence, dict)
+                                       and set(evidence) == _NO_EVIDENCE_KEYS)
+    if not no_evidence or any(status not in _NO_OUTPUT_STATUSES for status in statuses):
+        raise MalformedEvidenceError(f"{side} kernel-path evidence names no backend")
+
+
 def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     """The path that ran is the manifest's: each side's backend, and every case's split-path
     flag equal to what both sides' evidence proves; a case the manifest requires on the
@@ -402,10 +537,7 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     proven: dict[str, dict[str, bool]] = {}
     for side in SIDES:
         evidence = predicate["kernel_path"][side]
-        if isinstance(evidence, dict) and "backend" in evidence \
-                and evidence["backend"] != required:
-            raise BindingMismatchError(f"{side} backend vs the manifest's", str(required),
-                                       str(evidence["backend"]))
+        _check_backend(side, evidence, required, [c[side] for c in predicate["cases"]])
         proven[side] = _proven_cases(evidence)
     must_split = bool(manifest.backend.get("split_path_required", True))
     for entry in predicate["cases"]:
@@ -421,16 +553,52 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
                                        "a split_path_not_taken stop", "no such stop")
 
 
-def _size_cap(artifacts: _Artifacts, manifest: Any,
-              predicate: dict[str, Any]) -> None:
-    total = sum(int(s["annotations"]["stored_size"]) for s in artifacts.subjects.values())
-    cap = int(manifest.limits["max_bundle_bytes"])
-    recorded = predicate["bundle"]["max_bytes"]
-    if recorded is not None and recorded != cap:
-        raise BindingMismatchError("bundle size cap", str(recorded), str(cap))
-    if total > cap:
-        raise MalformedEvidenceError(f"bundle artifacts hold {total} bytes, over the "
-                                     f"manifest's cap of {cap}")
+_EVIDENCE_HASHES = (("logits_sha256", "logits"), ("p_sha256", "p"), ("output_sha256", "output"))
+
+
+def _evidence_records(side: str, evidence: Any) -> dict[str, dict[str, Any]]:
+    records: dict[str, dict[str, Any]] = {}
+    cases = evidence.get("cases", []) if isinstance(evidence, dict) else []
+    for record in cases if isinstance(cases, list) else []:
+        if isinstance(record, dict):
+            case_id = str(record.get("id"))
+            if case_id in records:
+                raise MalformedEvidenceError(f"{side} kernel-path evidence records case "
+                                             f"{case_id!r} twice")
+            records[case_id] = record
+    return records
+
+
+def _check_evidence_digests(artifacts: _Artifacts, layout: list[Any],
+                            predicate: dict[str, Any]) -> None:
+    """The per-case hashes each side's kernel evidence records are the artifacts' own: for
+    a case judged from that side's output (``ok``), the logits and p the child hashed are
+    the captured ones and the output it hashed is the stored one; a case recorded as
+    ``input_mismatch`` really names other input bytes."""
+    for side in SIDES:
+        records = _evidence_records(side, predicate["kernel_path"][side])
+        for case, entry in zip(layout, predicate["cases"], strict=True):
+            status = entry[side]
+            if status not in ("ok", "input_mismatch"):
+                continue
+            record = records.get(case.id)
+            if record is None:
+                raise MalformedEvidenceError(f"{side} kernel-path evidence has no record of "
+                                             f"case {case.id} (status {status})")
+            paths = {"logits": case.logits_path, "p": case.p_path,
+                     "output": output_name(side, case.id)}
+            if status == "input_mismatch":
+                if all(record.get(key) == artifacts.digest(paths[what])
+                       for key, what in _EVIDENCE_HASHES[:2]):
+                    raise BindingMismatchError(
+                        f"{side} case {case.id} recorded as input_mismatch",
+                        "other input bytes", "the evidence hashed the captured ones")
+                continue
+            for key, what in _EVIDENCE_HASHES:
+                if record.get(key) != artifacts.digest(paths[what]):
+                    raise BindingMismatchError(
+                        f"{side} kernel evidence {key} of case {case.id} vs {paths[what]}",
+                        artifacts.digest(paths[what]), str(record.get(key)))
 
 
 @dataclass(frozen=True)
@@ -473,26 +641,45 @@ def open_bundle(path: Path, public_key: Ed25519PublicKey) -> BundleView:
                                         f"a bundle: {err}") from err
 
 
-def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
-           fast: bool | None, progress: Callable[[int], None] | None) -> dict[str, Any]:
-    from .gate import verdict
-    from .judge import CaseBytes, RowSpec, judge_cases
-    from .oracle import numpy_available
+def _captured_cases(artifacts: _Artifacts, layout: list[Any],
+                    predicate: dict[str, Any]) -> Iterator[Any]:
+    """Each case's captured bytes, decoded (and digest-checked) only when the judge asks
+    for that case, so one case is held at a time."""
+    from .judge import CaseBytes, RowSpec
 
-    cases = []
     for case, entry in zip(layout, predicate["cases"], strict=True):
+        logits = artifacts.decode(case.logits_path)
+        p = artifacts.decode(case.p_path)
         sides: dict[str, bytes | str] = {}
         for side in SIDES:
-            status = entry[side]
-            sides[side] = artifacts.raw(output_name(side, case.id)) if status == "ok" else status
-        cases.append(CaseBytes(
+            name = output_name(side, case.id)
+            if entry[side] != "ok":
+                sides[side] = entry[side]
+                continue
+            base = artifacts.subjects[name]["annotations"].get("base")
+            if base != case.logits_path:
+                raise MalformedEvidenceError(f"{name} is coded against {base!r}, not "
+                                             f"{case.logits_path}")
+            sides[side] = artifacts.decode(name, logits)
+        yield CaseBytes(
             id=case.id, vocab=case.vocab,
             rows=tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
-            logits=artifacts.raw(case.logits_path), p=artifacts.raw(case.p_path),
-            stock=sides["stock"], patched=sides["patched"], split_path=entry["split_path"]))
+            logits=logits, p=p, stock=sides["stock"], patched=sides["patched"],
+            split_path=entry["split_path"])
+        del logits, p, sides  # before the next case is decoded
+
+
+def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
+           fast: bool | None, progress: Callable[[int], None] | None
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from .gate import verdict
+    from .judge import judge_cases
+    from .oracle import numpy_available
+
     use_fast = numpy_available() if fast is None else fast
     try:
-        rows = judge_cases(cases, workers=workers, fast=use_fast, progress=progress)
+        rows = judge_cases(_captured_cases(artifacts, layout, predicate), workers=workers,
+                           fast=use_fast, progress=progress)
     except VerificationError:
         raise
     except HarnessError as err:  # the captured bytes cannot be judged
@@ -509,16 +696,47 @@ def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], 
     again = verdict(rows, predicate["run_stops"])
     if again != predicate["verdict"]:
         raise BindingMismatchError("verdict", _short(predicate["verdict"]), _short(again))
-    return again
+    return rows, again
+
+
+def _check_report(artifacts: _Artifacts, manifest: Any, layout: list[Any],
+                  predicate: dict[str, Any], rows: list[dict[str, Any]],
+                  final: dict[str, Any]) -> None:
+    """``report.md`` is byte for byte what the report generator makes from the verified
+    data (standard library only), so it cannot state another verdict or other figures.
+    ``report.png`` needs matplotlib to regenerate: it is signed, not checked (VERIFYING.md).
+    """
+    from .cases_index import SCHEMA as CASES_SCHEMA
+    from .report import ReportInputs, render_markdown
+
+    if REPORT_PNG in artifacts.subjects:
+        _plain(artifacts, REPORT_PNG, MAX_PLAIN_BYTES)  # its digests only
+    if REPORT_MD not in artifacts.subjects:
+        return
+    data = _plain(artifacts, REPORT_MD, MAX_PLAIN_BYTES)
+    inputs = ReportInputs(manifest_name=manifest.name, backend=str(manifest.backend["required"]),
+                          rows=rows, verdict=final, evidence=predicate["kernel_path"],
+                          cases={"schema": CASES_SCHEMA,
+                                 "cases": [case.to_json() for case in layout]})
+    expected = render_markdown(inputs).encode("utf-8")
+    if data != expected:
+        raise BindingMismatchError(f"{REPORT_MD} vs the report regenerated from the verified "
+                                   "results", sha256(expected), sha256(data),
+                                   said_by="the regenerated report")
 
 
 def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = False,
                   frozen_manifest: Path | None = None, workers: int | None = None,
                   fast: bool | None = None,
                   progress: Callable[[int], None] | None = None) -> Verified:
-    """Verify the bundle at ``path``; return what was verified or raise VerificationError."""
+    """Verify the bundle at ``path``; return what was verified or raise VerificationError.
+
+    A problem with ``frozen_manifest`` itself (missing, not a regular file, not frozen) is
+    a UsageError (exit 2), raised before the bundle is read.
+    """
+    frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
     try:
-        return _verify(Path(path), public_key, strict, frozen_manifest,
+        return _verify(Path(path), public_key, strict, frozen,
                        workers or default_workers(), fast, progress)
     except VerificationError:
         raise
@@ -531,35 +749,35 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
                                         f"{err}") from err
 
 
-def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool,
-            frozen_manifest: Path | None, workers: int, fast: bool | None,
+def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str | None,
+            workers: int, fast: bool | None,
             progress: Callable[[int], None] | None) -> Verified:
     clock = time.perf_counter
     seconds: dict[str, float] = {}
     start = clock()
-    frozen = read_frozen_hash(frozen_manifest) if frozen_manifest is not None else None
     bundle = BundleDir(path)
     statement, _payload = _statement(bundle, public_key)
     predicate = statement["predicate"]
     artifacts = _Artifacts(bundle, statement["subject"])
     _check_files(bundle, artifacts)
-    artifacts.load_all(workers)  # every digest, before any content is parsed
+    manifest = _manifest(artifacts, predicate, frozen)
+    layout = _layout(artifacts, predicate, manifest)
     seconds["read_and_digest"] = clock() - start
     start = clock()
-    manifest = _manifest(artifacts, predicate, frozen)
-    _size_cap(artifacts, manifest, predicate)
-    layout = _layout(artifacts, predicate, manifest)
     _check_names(artifacts, layout, predicate["cases"])
+    _check_sizes(artifacts, layout, manifest, predicate)  # before anything is inflated
     _bound_json(artifacts, predicate)
     _check_pins(manifest, predicate)
     _check_dispatch(manifest, predicate)
+    _check_evidence_digests(artifacts, layout, predicate)
     recorded = predicate["harness"]["sha256"]
     local = provenance.installed_digest(predicate["harness"]["algorithm"])["sha256"]
     if strict and recorded != local:
         raise HarnessDriftError("harness code digest", recorded, local)
     seconds["checks"] = clock() - start
     start = clock()
-    final = _rerun(artifacts, layout, predicate, workers, fast, progress)
+    rows, final = _rerun(artifacts, layout, predicate, workers, fast, progress)
+    _check_report(artifacts, manifest, layout, predicate, rows, final)
     seconds["rerun"] = clock() - start
     return Verified(
         path=path, keyid=keyid(public_key), verdict=final, rows=final["rows"],

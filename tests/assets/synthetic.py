@@ -8,13 +8,14 @@ here carries ``"synthetic": true`` in its kernel-path evidence and environment.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
 from pathlib import Path
 from typing import Any
 
-from harness.core.bundle import BundleContent, WrittenBundle, write_bundle
+from harness.core.bundle import BundleContent, WrittenBundle, sha256, write_bundle
 from harness.core.cases_index import render_cases_index
 from harness.core.f32 import encode, runtime_p, to_float32
 from harness.core.gate import verdict
@@ -22,6 +23,7 @@ from harness.core.judge import CaseBytes, RowSpec, judge_cases
 from harness.core.keys import load_private_key
 from harness.core.manifest import expected_layout, parse_manifest
 from harness.core.oracle import reference
+from harness.core.report import ReportInputs, render_markdown
 
 ASSETS = Path(__file__).resolve().parent
 SIGNING_KEY = ASSETS / "keys" / "test-only-signing.key"
@@ -125,14 +127,16 @@ def content(seed: int = 0, *, damage: bool = False,
                                logits, encode(ps), outputs["stock"][case.id],
                                outputs["patched"][case.id], split_path=True))
     rows_result = judge_cases(cases)
-    # Shaped like a kernel child's evidence (backend, per-case split-path proof), because
-    # the verifier binds the receipt's split-path flags to it; no kernel ran.
+    # Shaped like a kernel child's evidence (backend, per-case split-path proof and the
+    # hashes of the bytes read and written), because the verifier binds the receipt's
+    # split-path flags and the artifacts to it; no kernel ran.
     evidence = {side: (json.dumps({"synthetic": True, "side": side, "backend": "interpreter",
                                    "note": "SYNTHETIC TEST FIXTURE: no kernel ran",
-                                   "cases": [{"id": c.id, "split": {"proven": True}}
+                                   "cases": [_record(c, inputs, outputs[side][c.id])
                                              for c in layout]},
                                   indent=2) + "\n").encode() for side in ("stock", "patched")}
-    return BundleContent(
+    verdict_result = verdict(rows_result, [])
+    return rereport(BundleContent(
         manifest=manifest_raw,
         cases=render_cases_index(layout),
         case_ids=[c.id for c in layout],
@@ -142,14 +146,34 @@ def content(seed: int = 0, *, damage: bool = False,
         split_path={c.id: True for c in layout},
         rows=rows_result,
         run_stops=[],
-        verdict=verdict(rows_result, []),
+        verdict=verdict_result,
         sources={side: dict(MANIFEST["sources"]["sides"][side]) for side in ("stock", "patched")},
         patch_sha256=MANIFEST["sources"]["patch_sha256"],
         environment={"synthetic": True},
         timings={"total_s": 0.0},
         limits=dict(MANIFEST["limits"]),
-        reports={"report.md": b"# SYNTHETIC TEST FIXTURE\n\nNot evidence.\n"},
-    )
+    ))
+
+
+def rereport(bundle: BundleContent) -> BundleContent:
+    """``bundle`` with ``report.md`` made by the real report generator from its own rows,
+    verdict and evidence (as ``topp-gate run`` does; the verifier regenerates it)."""
+    report = render_markdown(ReportInputs(
+        manifest_name=MANIFEST["name"], backend=MANIFEST["backend"]["required"],
+        rows=bundle.rows, verdict=bundle.verdict,
+        evidence={side: json.loads(data) for side, data in bundle.evidence.items()},
+        cases=json.loads(bundle.cases)))
+    return dataclasses.replace(bundle, reports={"report.md": report.encode("utf-8")})
+
+
+def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[str, Any]:
+    """One case of a synthetic kernel evidence record (what a kernel child writes)."""
+    record: dict[str, Any] = {"id": case.id, "split": {"proven": True},
+                              "logits_sha256": sha256(inputs[case.logits_path]),
+                              "p_sha256": sha256(inputs[case.p_path])}
+    if isinstance(output, bytes):
+        record["output_sha256"] = sha256(output)
+    return record
 
 
 def write(dest: Path, *, seed: int = 0, key: Path = SIGNING_KEY, **variant: Any) -> WrittenBundle:

@@ -37,12 +37,16 @@ def _subjects(bundle: Path) -> dict[str, str]:
     return {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
 
 
+RUN_CODES: dict[Path, int] = {}
+
+
 @pytest.fixture(scope="module")
-def fresh_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def fresh_bundle(tmp_path_factory: pytest.TempPathFactory, signing_key: Path) -> Path:
     out = tmp_path_factory.mktemp("e2e") / "smoke"
     code = main(["run", "--manifest", str(MANIFEST), "--out", str(out),
-                 "--key", str(KEYS / "test-only-signing.key")])
+                 "--key", str(signing_key)])
     assert code in (EXIT_OK, EXIT_STOP)
+    RUN_CODES[out] = code
     return out
 
 
@@ -50,7 +54,8 @@ def test_fresh_run_verifies_offline(fresh_bundle: Path, capsys: pytest.CaptureFi
     code = main(["verify", str(fresh_bundle), "--pubkey", str(KEYS / "test-only-signing.pub"),
                  "--frozen-manifest", str(MANIFEST)])
     out = capsys.readouterr().out
-    assert code == EXIT_OK, out
+    # verify exits with the verified verdict's code: the same as the run's (1 for a STOP)
+    assert code == RUN_CODES[fresh_bundle], out
     assert "identical to the receipt" in out
 
 
@@ -77,11 +82,12 @@ def test_fresh_run_reproduces_the_committed_smoke_bundle(fresh_bundle: Path):
     assert fresh_rows == old_rows
 
 
-def test_an_unusable_output_location_is_refused_before_anything_runs(tmp_path, capsys):
+def test_an_unusable_output_location_is_refused_before_anything_runs(tmp_path, capsys,
+                                                                     signing_key):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     code = main(["run", "--manifest", str(MANIFEST), "--out", str(blocker / "bundle"),
-                 "--key", str(KEYS / "test-only-signing.key")])
+                 "--key", str(signing_key)])
     assert code == 2
     assert "for the bundle" in capsys.readouterr().err
 

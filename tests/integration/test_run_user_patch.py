@@ -33,7 +33,7 @@ def _freeze(path: Path, data: dict) -> Path:
     return path
 
 
-def test_run_with_a_user_patch_gates_the_candidate_and_verifies(tmp_path, capsys):
+def test_run_with_a_user_patch_gates_the_candidate_and_verifies(tmp_path, capsys, signing_key):
     pins = load_pins()
     stock, patched = pins.side("stock"), pins.side("patched")
     cache = cache_root()
@@ -56,7 +56,7 @@ def test_run_with_a_user_patch_gates_the_candidate_and_verifies(tmp_path, capsys
 
     out = tmp_path / "bundle"
     code = main(["run", "--manifest", str(path), "--patch", str(patch), "--out", str(out),
-                 "--key", str(KEYS / "test-only-signing.key")])
+                 "--key", str(signing_key)])
     assert code == 0, capsys.readouterr()
     rows = json.loads((out / "results/rows.json").read_bytes())
     assert rows[0]["patched"]["kept"] == 1
@@ -68,6 +68,6 @@ def test_run_with_a_user_patch_gates_the_candidate_and_verifies(tmp_path, capsys
     other = tmp_path / "other.diff"
     other.write_bytes(diff.replace(b"\n+", b"\n+ ", 1))
     assert main(["run", "--manifest", str(path), "--patch", str(other), "--out",
-                 str(tmp_path / "b2"), "--key", str(KEYS / "test-only-signing.key")]) == 2
+                 str(tmp_path / "b2"), "--key", str(signing_key)]) == 2
     assert "evidence_drift" in capsys.readouterr().err
     assert not (tmp_path / "b2").exists()

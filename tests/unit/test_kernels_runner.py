@@ -74,3 +74,94 @@ def test_a_hanging_child_is_killed_and_recorded_as_timeout(stock_tree, tmp_path)
     assert result.returncode is None
     assert result.evidence["test_fault"] == "hang"
     assert "process group killed" in result.reason
+
+
+# --- a killed run leaves no kernel child and no scratch behind -------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_for(predicate, seconds: float) -> bool:
+    import time
+
+    for _ in range(int(seconds * 10)):
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+@pytest.mark.sources
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_killing_the_parent_kills_the_kernel_child(stock_tree, tmp_path, how):
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    root = Path(__file__).resolve().parents[2]
+    driver = textwrap.dedent(f"""
+        import signal, sys
+        from pathlib import Path
+        from harness.capture import sources
+        from harness.commands.run import _terminated
+        from harness.capture.kernels.runner import run_side
+        signal.signal(signal.SIGTERM, _terminated)
+        side = sources.load_pins().side("stock")
+        run_side(side, Path({str(stock_tree[1])!r}), "interpreter", 2,
+                 Path({str(_cases(tmp_path))!r}), Path({str(tmp_path / "work" / "out")!r}),
+                 timeout_s=600, fault="hang")
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", driver], cwd=root,
+                            env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    try:
+        assert _wait_for(lambda: bool(_children(proc.pid)), 60), "no kernel child started"
+        child = _children(proc.pid)[0]
+        evidence = tmp_path / "work" / "out" / "evidence.json"
+        assert _wait_for(lambda: evidence.exists()
+                         and "test_fault" in evidence.read_text(), 120)
+        proc.send_signal(getattr(signal, how))
+        code = proc.wait(timeout=60)
+        assert _wait_for(lambda: not _alive(child), 30), f"kernel child {child} survived {how}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if how == "SIGTERM":  # unwound: scratch beside the output removed, exit 128 + 15
+        assert code == 143
+        assert not list((tmp_path / "work").glob(".out.child-*"))
+
+
+def test_a_retry_removes_scratch_of_a_dead_run_only(tmp_path):
+    import os
+
+    from harness.capture.run import remove_stale_scratch, scratch_prefix
+
+    out = tmp_path / "bundle"
+    dead = tmp_path / ".bundle.partial-999999999-abc"
+    live = tmp_path / f"{scratch_prefix(out)}xyz"
+    other = tmp_path / ".other.partial-999999999-abc"
+    for folder in (dead, live, other):
+        folder.mkdir()
+    assert scratch_prefix(out) == f".bundle.partial-{os.getpid()}-"
+    assert remove_stale_scratch(out) == [dead]
+    assert live.exists() and other.exists() and not dead.exists()

@@ -7,11 +7,12 @@ import random
 
 import pytest
 
-from harness.capture.report import ReportInputs, render_markdown, render_png, summarize
+from harness.capture.report_png import render_png
 from harness.core.f32 import encode, to_float32
 from harness.core.gate import verdict
 from harness.core.judge import CaseBytes, RowSpec, judge_cases
 from harness.core.oracle import reference
+from harness.core.report import ReportInputs, render_markdown, summarize
 
 NEG = -math.inf
 VOCAB = 64

@@ -16,6 +16,7 @@ from harness.core.errors import (
     BindingMismatchError,
     MalformedEvidenceError,
     SignatureError,
+    UsageError,
     VerificationError,
 )
 from harness.core.keys import load_public_key
@@ -88,14 +89,23 @@ def test_frozen_manifest_matching_and_not(good, tmp_path):
                          ).frozen_manifest == result.manifest_sha256
     other = tmp_path / "other.json.sha256"
     other.write_text("0" * 64 + "  other.json\n")
-    with pytest.raises(BindingMismatchError, match="frozen"):
+    with pytest.raises(BindingMismatchError) as info:
         verify_bundle(good, PUB, frozen_manifest=other)
-    with pytest.raises(MalformedEvidenceError):
+    # labelled the right way round: the frozen hash is what the auditor said
+    assert f"the frozen manifest says {'0' * 64}, found {result.manifest_sha256}" in str(
+        info.value)
+    # everything wrong with the argument itself is a usage error (exit 2), not exit 4
+    with pytest.raises(UsageError, match="No such file"):
         verify_bundle(good, PUB, frozen_manifest=tmp_path / "missing.json")
+    with pytest.raises(UsageError, match="No such file"):
+        verify_bundle(good, PUB, frozen_manifest=tmp_path / "missing.json.sha256")
     (tmp_path / "edited.json").write_bytes(raw + b" ")
     (tmp_path / "edited.json.sha256").write_text(sha256sum_line(raw, "edited.json"))
-    with pytest.raises(BindingMismatchError, match="committed manifest"):
+    with pytest.raises(UsageError, match="does not match its own"):
         verify_bundle(good, PUB, frozen_manifest=tmp_path / "edited.json")
+    (tmp_path / "unfrozen.json").write_bytes(raw)
+    with pytest.raises(UsageError, match="no frozen hash file"):
+        verify_bundle(good, PUB, frozen_manifest=tmp_path / "unfrozen.json")
 
 
 def test_symlinked_artifact_is_refused(copy, tmp_path):
@@ -156,9 +166,12 @@ def test_fixtures_regenerate_with_the_same_outcomes(tmp_path):
     assert sorted(names) == sorted(EXPECTED)
     assert json.loads((tmp_path / "EXPECTED.json").read_text()) == EXPECTED
     for name in names:
-        committed = {p.relative_to(TAMPER / name) for p in (TAMPER / name).rglob("*")}
-        fresh = {p.relative_to(tmp_path / name) for p in (tmp_path / name).rglob("*")}
-        assert committed == fresh, name
+        committed = {p.relative_to(TAMPER / name): p for p in (TAMPER / name).rglob("*")}
+        fresh = {p.relative_to(tmp_path / name): p for p in (tmp_path / name).rglob("*")}
+        assert sorted(committed) == sorted(fresh), name
+        for rel, path in committed.items():  # byte for byte: regenerate, then commit
+            if path.is_file():
+                assert path.read_bytes() == fresh[rel].read_bytes(), f"{name}/{rel}"
         if EXPECTED[name]["code"] is None:
             continue
         with pytest.raises(VerificationError) as info:
@@ -256,8 +269,8 @@ def test_kernel_drift_in_evidence_must_have_stopped_the_run(tmp_path):
         verify_bundle(tmp_path / "silent", PUB, workers=1)
     from harness.core.gate import verdict
 
-    honest = dataclasses.replace(silent, run_stops=["evidence_drift"],
-                                 verdict=verdict(content.rows, ["evidence_drift"]))
+    honest = synthetic.rereport(dataclasses.replace(
+        silent, run_stops=["evidence_drift"], verdict=verdict(content.rows, ["evidence_drift"])))
     write_bundle(tmp_path / "honest", honest, key)
     assert verify_bundle(tmp_path / "honest", PUB, workers=1).verdict["verdict"] == "STOP"
 

@@ -6,10 +6,18 @@ group on a hang, and reads back what the child wrote. The result's status is ``o
 when the child exited 0, its evidence says ``ok``, names this side's kernel hash, covers
 every case of the index and every output file has the recorded size and sha256. A hang is
 ``timeout``; anything else is ``kernel_crash``. Neither is ever a pass.
+
+A child never outlives its run: its process group is killed when :func:`run_side` leaves
+by any path (an exception, SIGTERM turned into SystemExit by ``topp-gate run``), at
+interpreter exit for any group still registered (``atexit``), and on Linux the child asks
+the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``), which covers a
+SIGKILL of the parent. Its scratch (request, stderr) lives beside its output folder.
 """
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import hashlib
 import json
 import os
@@ -17,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +38,35 @@ BACKENDS = ("cuda", "interpreter")
 DEFAULT_NUM_SM = 132  # the H200's SM count; the interpreter's split count depends on it
 Status = Literal["ok", "timeout", "kernel_crash"]
 _TAIL = 4000
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+_LIVE_GROUPS: set[int] = set()
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@atexit.register
+def _kill_live_groups() -> None:
+    """At interpreter exit, no kernel child of this process is left running."""
+    for pgid in list(_LIVE_GROUPS):
+        _kill_group(pgid)
+    _LIVE_GROUPS.clear()
+
+
+def _die_with_parent(parent: int) -> Callable[[], None]:
+    """``preexec_fn`` of a child: SIGKILL it when its parent dies (Linux), and exit at once
+    if the parent is already gone."""
+    def hook() -> None:
+        if _PRCTL is not None:
+            _PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+    return hook
 
 
 @dataclass(frozen=True)
@@ -129,7 +167,8 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
         "placeholders": list(side.placeholders),
         "repeats": int(repeats),
     }
-    with tempfile.TemporaryDirectory(prefix="topp-gate-child-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.child-",
+                                     dir=out_dir.parent) as scratch:
         request_path = Path(scratch) / "request.json"
         request_path.write_text(json.dumps(request, indent=2), encoding="utf-8")
         stderr_path = Path(scratch) / "stderr.txt"
@@ -139,15 +178,19 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
                     [sys.executable, "-m", "harness.capture.kernels.child", str(request_path)],
                     cwd=scratch, env=_child_env(backend, fault), stdin=subprocess.DEVNULL,
                     stdout=stderr, stderr=stderr, start_new_session=True,
+                    preexec_fn=_die_with_parent(os.getpid()),
                 )
             except OSError as err:
                 raise KernelRunError(f"cannot start the kernel child: {err}") from None
+            _LIVE_GROUPS.add(proc.pid)
             try:
                 returncode: int | None = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
                 returncode = None
+            finally:  # any exit path: the child's whole group goes (hang, SIGTERM, error)
+                _kill_group(proc.pid)
+                proc.wait()
+                _LIVE_GROUPS.discard(proc.pid)
         tail = _tail(stderr_path)
     evidence = _read_evidence(out_dir / "evidence.json")
 
