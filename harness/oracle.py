@@ -183,7 +183,7 @@ def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOut
 
     values = np.asarray(logits, dtype=np.float64)
     if values.size == 0 or not np.isfinite(values).all():
-        _check_logits(logits, row)  # raises the same typed error as the pure path
+        _check_logits(values.tolist(), row)  # the same typed error as the pure path
     order_arr = _canonical_order_numpy(values)
     shifted = values[order_arr] - values[order_arr[0]]  # exact-rounded, same as Python
     weights = list(map(math.exp, shifted.tolist()))
