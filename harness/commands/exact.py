@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,9 +70,13 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     workers = args.workers or default_workers()
-    public_key = project_public_key() if args.pubkey is None else load_public_key(args.pubkey)
-    say: Callable[[str], None] = (lambda _line: None) if args.json else print
-    say(f"verifying {args.bundle} first ('topp-gate verify' checks)")
+    if args.pubkey is None:
+        public_key = project_public_key()
+        if not args.json:
+            print("using the built-in topp-gate project evidence key (pass --pubkey for "
+                  "another signer)")
+    else:
+        public_key = load_public_key(args.pubkey)
     verified = verify_bundle(args.bundle, public_key, workers=workers)
     view = open_bundle(args.bundle, public_key)
     if view.statement["predicate"]["verdict"] != verified.verdict:
