@@ -153,10 +153,14 @@ class _Row:
 
         counts = Counter(logits)  # -0.0 == 0.0: signed zeros are one group, as they tie
         self.values = sorted(counts, reverse=True)
-        self.mult = [counts[v] for v in self.values]
-        self.cum = [0]
-        for m in self.mult:
-            self.cum.append(self.cum[-1] + m)
+        if len(counts) == len(logits):  # no ties, the usual case: skip per-group bookkeeping
+            self.mult = [1] * len(logits)
+            self.cum = list(range(len(logits) + 1))
+        else:
+            self.mult = [counts[v] for v in self.values]
+            self.cum = [0]
+            for m in self.mult:
+                self.cum.append(self.cum[-1] + m)
         self.size = self.cum[-1]
         self.groups = len(self.values)
         self.p = Fraction(p32)

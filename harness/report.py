@@ -459,21 +459,29 @@ def exact_keeps(exact: Sequence[Mapping[str, Any]], kind: str) -> str:
         keeps = Counter(str(r.get(f"{side}_vs_exact")) for r in rows)
         parts.append(f"{side} under-keeps on {keeps['under_keep']}, over-keeps on "
                      f"{keeps['over_keep']}, exact on {keeps['exact']}")
-    return f"{kind} rows ({len(rows)}) against the exact-real count: " + "; ".join(parts) + "."
+    return (f"{kind.capitalize()} rows ({len(rows)}) against the exact-real count: "
+            + "; ".join(parts) + ".")
+
+
+def exact_stopped_table(exact: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Markdown table of the stopped rows with the exact-real column (empty: no row stopped)."""
+    stopped = [r for r in exact if r.get("stops")]
+    if not stopped:
+        return []
+    return _table(["stopped row", "stops", "binary64", "exact-real", "stock kept",
+                   "patched kept", "against the exact-real count"],
+                  ([_row_id(r), ", ".join(r.get("stops", [])), r.get("binary64_count"),
+                    exact_cell(r), r.get("stock_kept"), r.get("patched_kept"),
+                    exact_flags(r)] for r in stopped))
 
 
 def exact_lines(exact: Sequence[Mapping[str, Any]]) -> list[str]:
     """Markdown: the stopped rows with the exact-real column, then a summary for all rows."""
-    stopped = [r for r in exact if r.get("stops")]
+    table = exact_stopped_table(exact)
     out = ["Derived on demand by `topp-gate exact` from the verified bundle, not attested by "
            "the receipt; it changes no verdict and no rule.", ""]
-    if stopped:
-        out += _table(["stopped row", "stops", "binary64", "exact-real", "stock kept",
-                       "patched kept", "against the exact-real count"],
-                      ([_row_id(r), ", ".join(r.get("stops", [])), r.get("binary64_count"),
-                        exact_cell(r), r.get("stock_kept"), r.get("patched_kept"),
-                        exact_flags(r)] for r in stopped))
-        out += [""]
+    if table:
+        out += [*table, ""]
     out += [exact_summary(exact), "", exact_keeps(exact, ORDINARY), "",
             exact_keeps(exact, FORCED)]
     return out
