@@ -106,3 +106,30 @@ def test_without_the_exact_extra_exits_2_with_one_line(capsys, monkeypatch):
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
     assert "needs the exact extra: pip install 'topp-gate[exact]'" in captured.err
+
+
+def test_exact_needs_no_numpy_and_loads_no_torch_triton_or_vllm():
+    """Only python-flint on top of the base install: numpy blocked, nothing heavy loaded."""
+    pytest.importorskip("flint")
+    import subprocess
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import sys
+        class NoNumpy:
+            def find_spec(self, name, path=None, target=None):
+                if name == "numpy" or name.startswith("numpy."):
+                    raise ImportError("numpy blocked for this test")
+        sys.meta_path.insert(0, NoNumpy())
+        from harness.cli import main
+        rc = main(["exact", {str(SMOKE)!r}, "--pubkey", {EVIDENCE_PUB!r}, "--json",
+                   "--workers", "1"])
+        heavy = sorted(m for m in sys.modules
+                       if m.split(".")[0] in ("torch", "triton", "vllm", "numpy"))
+        print("RC", rc, "HEAVY", heavy)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert "RC 0 HEAVY []" in done.stdout, done.stdout[-500:] + done.stderr
+    summary = json.loads(done.stdout.splitlines()[-2])["summary"]
+    assert summary["rows"] == 23 and summary["differ"] == 1
