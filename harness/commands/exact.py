@@ -40,10 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 class _Progress:
-    """Row progress on stderr, only when stderr is a terminal."""
+    """Row progress of one phase on stderr, only when stderr is a terminal."""
 
-    def __init__(self) -> None:
-        self.total = 0
+    def __init__(self, label: str, total: int = 0) -> None:
+        self.label = label
+        self.total = total
         self.done = 0
         self.live = sys.stderr.isatty()
 
@@ -53,9 +54,10 @@ class _Progress:
     def advance(self, n: int) -> None:
         self.done += n
         if self.live:
-            end = "\n" if self.done >= self.total else ""
-            print(f"\rexact-real counts: {self.done}/{self.total} rows", end=end,
-                  file=sys.stderr, flush=True)
+            of = f"/{self.total}" if self.total else ""
+            end = "\n" if self.total and self.done >= self.total else ""
+            print(f"\r{self.label}: {self.done}{of} rows", end=end, file=sys.stderr,
+                  flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,11 +79,14 @@ def run(args: argparse.Namespace) -> int:
                   "another signer)")
     else:
         public_key = load_public_key(args.pubkey)
-    verified = verify_bundle(args.bundle, public_key, workers=workers)
+    verified = verify_bundle(args.bundle, public_key, workers=workers,
+                             progress=_Progress("verifying: oracle and gate rerun").advance)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
     view = open_bundle(args.bundle, public_key)
     if view.statement["predicate"]["verdict"] != verified.verdict:
         raise VerificationError("the bundle changed while it was read")
-    progress = _Progress()
+    progress = _Progress("exact-real counts")
     rows = bundle_exact(view, workers=workers, progress=progress.advance,
                         on_rows=progress.start)
     records = [r.to_json() for r in rows]
