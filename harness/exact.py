@@ -168,7 +168,8 @@ class _Row:
         with _precision(EXACT_BITS):
             self.p_ball = arb(p32)
             self.one_minus_p = arb(1) - self.p_ball
-        assert self.p_ball.is_exact() and self.one_minus_p.is_exact()
+        if not (self.p_ball.is_exact() and self.one_minus_p.is_exact()):  # pragma: no cover
+            raise AssertionError("p or 1 - p was not formed exactly")
         self._exponents: list[arb] = []
         self._exps: dict[int, list[arb]] = {}
         self._prefix: dict[int, list[arb]] = {}
@@ -257,33 +258,55 @@ class _Row:
         raise _SignUndecided
 
     def _ball_sign(self, b: int, coefficient: Fraction, bits: int) -> int | None:
+        """The sign of D_k for boundary group b, from balls at ``bits``; None if unsure.
+
+        First with everything from group b + 2 on only bounded (cheap when a few huge
+        logits dominate), then with the whole suffix summed.
+        """
+        upper = self._upper_part(b, coefficient, bits)
+        if b + 2 < self.groups:
+            sign = self._sign_with_bounded_tail(upper, b, bits)
+            if sign is not None:
+                return sign
+        return self._sign_with_whole_suffix(upper, b, bits)
+
+    def _upper_part(self, b: int, coefficient: Fraction, bits: int) -> arb:
+        """(1 - p) * sum_{j < b} m_j e^{a_j} + c_b e^{a_b}, where an empty sum and a
+        coefficient of exactly 0 are dropped, never rounded."""
         from flint import arb, fmpq
 
         with _precision(EXACT_BITS):
             c_ball = arb(fmpq(coefficient.numerator, coefficient.denominator))
-        assert c_ball.is_exact()  # dyadic, at most ~200 bits
+        if not c_ball.is_exact():  # pragma: no cover - dyadic, at most ~200 bits
+            raise AssertionError("a coefficient was not formed exactly")
         above = self._prefix_sum(b, bits) if b > 0 else None
         e_b = self._exps_to(b + 1, bits)[b] if coefficient else None
-        tail = b + 2  # first attempt: everything from group `tail` on only bounded
-        if tail < self.groups:
-            nearest = self._term(b + 1, bits)
-            e_tail = self._exps_to(tail + 1, bits)[tail]
         with _precision(bits):
             x = arb(0)
             if above is not None:
-                x = self.one_minus_p * above  # the zero coefficient of an empty sum: dropped
+                x = self.one_minus_p * above
             if e_b is not None:
-                x = x + c_ball * e_b  # a coefficient of exactly 0 is dropped, never rounded
-            if tail < self.groups:
-                y = x - self.p_ball * nearest
-                bound = e_tail * (self.size - self.cum[tail])  # >= the rest of the suffix
-                if y < 0:
-                    return -1
-                if y - self.p_ball * bound > 0:
-                    return 1
+                x = x + c_ball * e_b
+        return x
+
+    def _sign_with_bounded_tail(self, upper: arb, b: int, bits: int) -> int | None:
+        """D_k = upper - p * (m_{b+1} e^{a_{b+1}} + T) with 0 < T <= (tokens from group
+        b + 2 on) * e^{a_{b+2}}, since the groups are sorted descending."""
+        tail = b + 2
+        nearest = self._term(b + 1, bits)
+        e_tail = self._exps_to(tail + 1, bits)[tail]
+        with _precision(bits):
+            y = upper - self.p_ball * nearest
+            if y < 0:
+                return -1
+            if y - self.p_ball * (e_tail * (self.size - self.cum[tail])) > 0:
+                return 1
+        return None
+
+    def _sign_with_whole_suffix(self, upper: arb, b: int, bits: int) -> int | None:
         below = self._suffix_sum(b + 1, bits) if b + 1 < self.groups else None
         with _precision(bits):
-            y = x - self.p_ball * below if below is not None else x
+            y = upper - self.p_ball * below if below is not None else upper
             if y < 0:
                 return -1
             if y > 0:
