@@ -21,6 +21,7 @@ from typing import Any
 
 from .bundle import CASES, SIDES
 from .cases_index import parse_cases_index
+from .errors import MalformedEvidenceError
 from .exact import ExactCount, ExactOutcome, RowTask, exact_rows, outcome_json
 from .f32 import FLOAT32_BYTES, decode
 from .verify import BundleView
@@ -93,15 +94,19 @@ def _kept(result: dict[str, Any], side: str) -> int | None:
 def row_tasks(view: BundleView) -> tuple[list[RowTask], list[dict[str, Any]]]:
     """Per row, in the receipt's order: the exact search's work item and the signed result."""
     results: list[dict[str, Any]] = view.statement["predicate"]["rows"]
+    layout = parse_cases_index(view.raw(CASES))
+    if len(results) != sum(case.batch for case in layout):
+        raise MalformedEvidenceError("the receipt's per-row results do not cover cases.json")
     tasks: list[RowTask] = []
     position = 0
-    for case in parse_cases_index(view.raw(CASES)):
+    for case in layout:
         logits, ps = view.raw(case.logits_path), decode(view.raw(case.p_path))
         row_bytes = case.vocab * FLOAT32_BYTES
         for i in range(case.batch):
             result = results[position]
-            if (result["case"], result["row"]) != (case.id, i):  # pragma: no cover - bound
-                raise ValueError(f"per-row results out of case order at {case.id}[{i}]")
+            if (result["case"], result["row"]) != (case.id, i):
+                raise MalformedEvidenceError(f"per-row results out of case order at "
+                                             f"{case.id}[{i}]")
             tasks.append((logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
                           _binary64(result)[1]))
             position += 1
