@@ -40,6 +40,7 @@ VERBS: dict[str, str] = {
     "sources": "sources",
     "kernels": "kernels",
     "harness-digest": "harness_digest",
+    "exact": "exact",
 }
 
 

@@ -14,6 +14,11 @@ CUDA and an interpreter bundle hold) is decoded by the codec the receipt records
 checked against both receipt digests first. It does not rerun the oracle and gate:
 ``topp-gate verify`` does that, and CI runs it on every committed bundle.
 
+Each bundle's section also carries the exact-real counts ``topp-gate exact`` derives from
+the same bytes (:mod:`harness.core.exact_bundle`; needs the ``exact`` extra, python-flint):
+the stopped rows with the exact-real column and one summary line for all rows. They are
+derived here, not read from a receipt.
+
 When ``benchmarks/cuda_vs_interpreter.json`` exists (``--comparison FILE`` to change), the
 per-row CUDA-versus-interpreter results ``benchmarks/cuda_vs_interpreter.py --json`` wrote
 are summarized too (see :func:`load_comparison`).
@@ -54,7 +59,16 @@ from harness.core.bundle import (  # noqa: E402
 )
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
-from harness.core.report import ReportInputs, device_name, summarize  # noqa: E402
+from harness.core.report import (  # noqa: E402
+    FORCED,
+    ORDINARY,
+    ReportInputs,
+    device_name,
+    exact_keeps,
+    exact_stopped_table,
+    exact_summary,
+    summarize,
+)
 from harness.core.verify import BundleView, open_bundle  # noqa: E402
 
 BEGIN = "<!-- results:begin -->"
@@ -180,7 +194,26 @@ def _diagnostic_line(summary: Mapping[str, Any]) -> str:
             + f". Oracle boundary ambiguous on {ambiguous} row(s).")
 
 
-def bundle_section(bundle: Bundle, bundles_dir: Path) -> list[str]:
+def exact_records(bundle: Bundle) -> list[dict[str, Any]]:
+    """Every row's exact-real count beside its binary64 and kernel counts (what
+    ``topp-gate exact`` computes; needs the exact extra)."""
+    from harness.core.exact_bundle import bundle_exact
+    from harness.core.judge import default_workers
+
+    rows = bundle_exact(bundle.artifacts.view, workers=default_workers())
+    return [row.to_json() for row in rows]
+
+
+def _exact_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    table = exact_stopped_table(records)
+    return [f"- Exact-real counts (derived by `topp-gate exact`, not attested by the receipt; "
+            f"never a stop): {exact_summary(records)} {exact_keeps(records, ORDINARY)} "
+            f"{exact_keeps(records, FORCED)}"
+            + (" Stopped rows:" if table else ""), *([""] + table if table else [])]
+
+
+def bundle_section(bundle: Bundle, bundles_dir: Path,
+                   exact: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     s = summarize(bundle.inputs)
     reasons = ", ".join(f"`{r}`" for r in s["reasons"]) or "none"
     return [
@@ -188,7 +221,8 @@ def bundle_section(bundle: Bundle, bundles_dir: Path) -> list[str]:
         f"- Verdict: **{s['verdict']}** over {s['rows']} rows ({s['rows_stopped']} stopped); "
         f"stop reasons: {reasons}.",
         f"- Backend: {_backend(bundle, s)}.",
-        _forced_line(s), *_envelope_lines(s), _diagnostic_line(s), "",
+        _forced_line(s), *_envelope_lines(s), _diagnostic_line(s),
+        *(_exact_lines(exact) if exact is not None else []), "",
     ]
 
 
@@ -381,8 +415,9 @@ def comparison_file_section(path: Path, display: Path) -> list[str]:
 
 def generate(bundles_dir: Path, display: Path | None = None, *,
              public_key: Ed25519PublicKey, comparison: Path | None = None,
-             comparison_display: Path | None = None) -> str:
-    """The whole section, markers included."""
+             comparison_display: Path | None = None, exact: bool = True) -> str:
+    """The whole section, markers included (``exact=False`` leaves out the exact-real
+    counts, which take seconds per bundle; the README always has them)."""
     paths = sorted(p for p in bundles_dir.glob("*") if p.is_dir() and (p / RECEIPT).is_file())
     if not paths:
         raise ResultsError(f"no bundle (a folder with {RECEIPT}) under {bundles_dir}")
@@ -393,7 +428,7 @@ def generate(bundles_dir: Path, display: Path | None = None, *,
              "receipts and results; not typed by hand. `topp-gate verify` checks each "
              "bundle's signature and reruns its oracle and gate.", ""]
     for bundle in bundles:
-        lines += bundle_section(bundle, shown)
+        lines += bundle_section(bundle, shown, exact_records(bundle) if exact else None)
     cuda = [b for b in bundles if not summarize(b.inputs)["interpreter"]]
     interp = [b for b in bundles if summarize(b.inputs)["interpreter"]]
     for c in cuda:

@@ -1,15 +1,21 @@
-"""``topp-gate oracle FILE --p P [--vocab V] [--json]``: the binary64 reference on raw logits."""
+"""``topp-gate oracle FILE --p P [--vocab V] [--json] [--pure] [--exact]``: the binary64
+reference on raw logits, optionally beside the exact-real count."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, UsageError
-from ..core.f32 import hexf, rows, runtime_p
+from ..core.f32 import hexf, row_length, rows, runtime_p
 from ..core.oracle import SCAN, Ambiguous, numpy_available, reference
+from ..core.safeio import read_regular_file
+
+MAX_LOGITS_BYTES = 1 << 30  # 256 Mi float32 values; a larger file is refused, not read
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,36 +32,85 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--vocab", type=int, metavar="V", help="row length (default: one row)")
     parser.add_argument("--json", action="store_true",
                         help='one JSON object per row: {"row": i, "count": n, "kept": [...]}')
-    parser.add_argument("--fast", action="store_true",
-                        help="numpy fast path for sort and scan (bit-identical by test)")
+    path = parser.add_mutually_exclusive_group()
+    path.add_argument("--pure", action="store_true",
+                      help="the pure-Python path even when numpy is installed (the default "
+                      "uses numpy when it is importable; the two are bit-identical by test)")
+    path.add_argument("--fast", action="store_true",
+                      help="require the numpy path (exit 2 without numpy); it is the default "
+                      "whenever numpy is importable")
+    parser.add_argument("--exact", action="store_true",
+                        help="also compute each row's exact-real nucleus count (needs the "
+                        "exact extra); it never changes the exit code")
     parser.set_defaults(handler=run)
 
 
+def _rows(data: bytes, vocab: int | None, use_numpy: bool) -> Iterator[Sequence[float]]:
+    """Rows as Python float lists, or as numpy float64 arrays for the numpy path (no list
+    round trip); the same refusals either way."""
+    if not use_numpy:
+        yield from rows(data, vocab)
+        return
+    import numpy as np
+
+    length = row_length(len(data), vocab)
+    values = np.frombuffer(data, dtype="<f4").astype(np.float64)
+    for start in range(0, values.size, length):
+        yield values[start : start + length]
+
+
 def run(args: argparse.Namespace) -> int:
-    try:
-        data = args.file.read_bytes()
-    except OSError as err:
-        raise UsageError(f"cannot read {args.file}: {err.strerror or err}") from None
+    data = read_regular_file(args.file, "logits file", MAX_LOGITS_BYTES)
     p32 = runtime_p(args.p)
     if args.fast and not numpy_available():
         raise UsageError("--fast needs numpy (pip install 'topp-gate[gpu]' or numpy)")
+    if args.exact:
+        from ..core.exact import require_exact
+
+        require_exact()
+    use_numpy = not args.pure and numpy_available()
     # Every row is judged (and any bad row refused, exit 2) before anything is printed:
     # the output is all rows or nothing.
-    outcomes = [(len(row), reference(row, p32, row=i, fast=args.fast))
-                for i, row in enumerate(rows(data, args.vocab))]
+    outcomes = [(row, reference(row, p32, row=i, fast=use_numpy))
+                for i, row in enumerate(_rows(data, args.vocab, use_numpy))]
     ambiguous = False
     lines = []
-    for i, (vocab, outcome) in enumerate(outcomes):
+    for i, (row, outcome) in enumerate(outcomes):
+        vocab = len(row)
         if isinstance(outcome, Ambiguous):
             ambiguous = True
-            record: dict[str, object] = {"row": i, "status": outcome.status}
+            record: dict[str, Any] = {"row": i, "status": outcome.status}
             text = f"row {i}: {outcome.status} (scan count {outcome.scan_count})"
+            binary64, start = None, outcome.scan_count
         else:
             record = {"row": i, "count": outcome.count, "kept": list(outcome.kept)}
             text = (f"row {i}: keep {outcome.count} of {vocab} tokens "
                     f"(p float32 {hexf(p32)}, {SCAN} scan, fsum-certified)")
+            binary64, start = outcome.count, outcome.count
+        if args.exact:
+            exact_record, exact_text = _exact(row, p32, i, binary64, start)
+            record.update(exact_record)
+            text += exact_text
         lines.append(json.dumps(record, separators=(",", ":")) if args.json else text)
     for line in lines:
         print(line)
     sys.stdout.flush()
     return EXIT_AMBIGUOUS if ambiguous else EXIT_OK
+
+
+def _exact(row: Sequence[float], p32: float, index: int, binary64: int | None,
+           start: int) -> tuple[dict[str, Any], str]:
+    """The exact-real fields of a row's JSON object and a sentence for its text line."""
+    from ..core.exact import ExactCount, describe, exact_count, outcome_json
+
+    values = row.tolist() if hasattr(row, "tolist") else list(row)
+    outcome = exact_count(values, p32, start=start, row=index)
+    if not isinstance(outcome, ExactCount):
+        verdict = "binary64 count not checked"
+    elif binary64 is None:
+        verdict = "binary64 ambiguous"
+    elif binary64 == outcome.count:
+        verdict = "binary64 count equals it"
+    else:
+        verdict = f"binary64 count {binary64} DIFFERS"
+    return outcome_json(outcome), f"; exact-real count {describe(outcome)}: {verdict}"

@@ -79,6 +79,16 @@ class ShapeError(InvalidInputError):
     code = "bad_shape"
 
 
+class MissingExtraError(UsageError):
+    """An optional feature needs an extra that is not installed."""
+
+    code = "missing_extra"
+
+    def __init__(self, extra: str) -> None:
+        self.extra = extra
+        super().__init__(f"needs the {extra} extra: pip install 'topp-gate[{extra}]'")
+
+
 class LimitError(InvalidInputError):
     """A manifest or input exceeds a declared resource limit; refused before anything runs."""
 

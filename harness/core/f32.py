@@ -37,18 +37,28 @@ def encode(values: list[float]) -> bytes:
     return packed.tobytes()
 
 
-def rows(data: bytes, vocab: int | None) -> list[list[float]]:
-    """Split raw float32 bytes into rows of ``vocab`` values (one row when vocab is None)."""
-    values = decode(data)
-    if not values:
+def row_length(nbytes: int, vocab: int | None) -> int:
+    """The row length of ``nbytes`` raw float32 bytes in rows of ``vocab`` values (one row
+    when vocab is None); refuses empty input, a partial value or a partial row."""
+    if nbytes % FLOAT32_BYTES:
+        raise ShapeError(f"{nbytes} bytes is not a whole number of float32 values")
+    count = nbytes // FLOAT32_BYTES
+    if not count:
         raise ShapeError("no float32 values in input")
     if vocab is None:
-        return [values]
+        return count
     if vocab <= 0:
         raise ShapeError(f"vocab must be positive, got {vocab}")
-    if len(values) % vocab:
-        raise ShapeError(f"{len(values)} float32 values is not a whole number of rows of {vocab}")
-    return [values[i : i + vocab] for i in range(0, len(values), vocab)]
+    if count % vocab:
+        raise ShapeError(f"{count} float32 values is not a whole number of rows of {vocab}")
+    return vocab
+
+
+def rows(data: bytes, vocab: int | None) -> list[list[float]]:
+    """Split raw float32 bytes into rows of ``vocab`` values (one row when vocab is None)."""
+    length = row_length(len(data), vocab)
+    values = decode(data)
+    return [values[i : i + length] for i in range(0, len(values), length)]
 
 
 def to_float32(value: float) -> float:

@@ -60,14 +60,109 @@ def test_usage_errors_exit_2(capsys):
     assert main(["no-such-verb"]) == 2
 
 
-def test_ambiguous_rows_exit_3(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("path", [[], ["--pure"]], ids=["default", "pure"])
+def test_ambiguous_rows_exit_3(tmp_path, capsys, monkeypatch, path):
     # Make the scan propose one token too many: certification must then refuse it.
     from harness.core import oracle
 
-    real = oracle._neumaier_scan
+    real, real_numpy = oracle._neumaier_scan, oracle._neumaier_scan_numpy
     monkeypatch.setattr(oracle, "_neumaier_scan", lambda w, t: min(len(w), real(w, t) + 1))
+    monkeypatch.setattr(oracle, "_neumaier_scan_numpy",
+                        lambda w, t: min(w.size, real_numpy(w, t) + 1))
     f = write_f32(tmp_path / "x.f32", [1.0] * 8)
-    assert main(["oracle", f, "--p", "0.5", "--vocab", "4", "--json"]) == 3
+    assert main(["oracle", f, "--p", "0.5", "--vocab", "4", "--json", *path]) == 3
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert lines == [{"row": 0, "status": "oracle_boundary_ambiguous"},
                      {"row": 1, "status": "oracle_boundary_ambiguous"}]
+
+
+# --- the numpy path by default, --pure to force the pure path --------------------------------
+
+
+def _spy_paths(monkeypatch) -> list[bool]:
+    """Record which path each row took (the real oracle still runs)."""
+    from harness.commands import oracle as command
+    from harness.core import oracle
+
+    seen: list[bool] = []
+
+    def spy(logits, p32, **kw):
+        seen.append(kw.get("fast", False))
+        return oracle.reference(logits, p32, **kw)
+
+    monkeypatch.setattr(command, "reference", spy)
+    return seen
+
+
+def test_default_takes_the_numpy_path_and_pure_forces_the_pure_one(tmp_path, capsys,
+                                                                    monkeypatch):
+    pytest.importorskip("numpy")
+    import random
+
+    rnd = random.Random(7)
+    values = [rnd.gauss(0, 2) for _ in range(3 * 500)]
+    f = write_f32(tmp_path / "x.f32", values)
+    seen = _spy_paths(monkeypatch)
+    outputs = {}
+    for path in ([], ["--pure"], ["--fast"]):
+        seen.clear()
+        assert main(["oracle", f, "--p", "0.9", "--vocab", "500", "--json", *path]) == 0
+        outputs[tuple(path)] = capsys.readouterr().out
+        assert seen == [path != ["--pure"]] * 3
+    assert outputs[()] == outputs[("--pure",)] == outputs[("--fast",)]
+
+
+def test_pure_and_fast_are_exclusive(tmp_path, capsys):
+    f = write_f32(tmp_path / "x.f32", [0.0, 1.0])
+    assert main(["oracle", f, "--p", "0.5", "--pure", "--fast"]) == 2
+
+
+def test_numpy_path_refuses_non_finite_logits_with_the_pure_message(tmp_path, capsys):
+    pytest.importorskip("numpy")
+    f = write_f32(tmp_path / "x.f32", [0.0, 1.0, float("nan"), 2.0])
+    assert main(["oracle", f, "--p", "0.5", "--vocab", "2"]) == 2
+    default = capsys.readouterr().err
+    assert main(["oracle", f, "--p", "0.5", "--vocab", "2", "--pure"]) == 2
+    assert capsys.readouterr().err == default
+    assert "row 1 token 0 has non-finite logit nan" in default
+
+
+# --- --exact ------------------------------------------------------------------------------------
+
+
+def test_exact_equality_row_and_an_agreeing_row(tmp_path, capsys):
+    pytest.importorskip("flint")
+    # Ten equal logits at p 0.5: D_5 = (1 - p) * 5 - p * 5 = 0 exactly, so the count is 5.
+    f = write_f32(tmp_path / "x.f32", [3.0] * 10 + [0.0, 1.0, 2.0, 3.0, 4.0] * 2)
+    assert main(["oracle", f, "--p", "0.5", "--vocab", "10", "--json", "--exact"]) == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert first == {"row": 0, "count": 5, "kept": [0, 1, 2, 3, 4], "exact_count": 5,
+                     "exact_method": "exact-equality"}
+    assert second["exact_count"] == second["count"] and second["exact_method"] == "ball"
+    assert main(["oracle", f, "--p", "0.5", "--vocab", "10", "--exact"]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[0].endswith("exact-real count 5 (exact-equality): binary64 count equals it")
+
+
+def test_exact_reports_a_binary64_difference_without_changing_the_exit_code(tmp_path, capsys):
+    pytest.importorskip("flint")
+    # Two tokens at 1e30 (float32) and the rest near 0, p 0.5: math.exp underflows the rest
+    # to 0, so binary64's one-token prefix equals its target (count 1); in exact arithmetic
+    # the normalizer exceeds 2 and the target exceeds 1, so the count is 2.
+    f = write_f32(tmp_path / "x.f32", [1e30, 0.37, 1e30, -2.0, 0.0])
+    assert main(["oracle", f, "--p", "0.5", "--exact"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("row 0: keep 1 of 5 tokens")
+    assert line.endswith("exact-real count 2 (ball, 64 bits): binary64 count 1 DIFFERS")
+
+
+def test_exact_without_the_extra_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "flint", None)  # import flint now raises ImportError
+    f = write_f32(tmp_path / "x.f32", [0.0, 1.0])
+    assert main(["oracle", f, "--p", "0.5", "--exact"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert "needs the exact extra: pip install 'topp-gate[exact]'" in captured.err

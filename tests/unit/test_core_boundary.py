@@ -1,6 +1,7 @@
 """The trusted core (harness/core/) is a visible boundary: it imports only the standard
 library, jsonschema, cryptography, rfc8785 (numpy only lazily, as the optional fast path) and
-itself; never the capture side, torch, triton, rich or vLLM."""
+itself (numpy and python-flint only lazily, as optional paths); never the capture side,
+torch, triton, rich or vLLM."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ CORE = ROOT / "harness" / "core"
 ALLOWED_TOP = {"jsonschema", "cryptography", "rfc8785", "harness"}
 FORBIDDEN = ("torch", "triton", "rich", "vllm", "matplotlib", "harness.capture",
              "harness.commands", "harness.probes")
+# numpy: the fast path (bit-identical by test); flint: the exact-real diagnostic's extra
+OPTIONAL = ("numpy", "flint")
 CORE_FILES = sorted(p for p in CORE.rglob("*.py"))
 
 
@@ -43,8 +46,8 @@ def test_core_module_imports_stay_inside_the_boundary(path):
         assert not module.startswith(FORBIDDEN), f"{path.name} imports {module}"
         if module.startswith("harness"):
             assert module.startswith("harness.core") or module == "harness", module
-        elif first == "numpy":
-            assert not top, f"{path.name} imports numpy at module level (fast path only)"
+        elif first in OPTIONAL:
+            assert not top, f"{path.name} imports {first} at module level (optional only)"
         elif first not in ALLOWED_TOP:
             assert first in sys.stdlib_module_names, f"{path.name} imports {module}"
 

@@ -144,3 +144,47 @@ def test_png_is_valid_and_byte_identical():
     assert first == second
     assert b"tIME" not in first and b"Software" not in first
     assert render_png(_inputs()) != first  # the plot depends on the results
+
+
+def _exact_records(drop_patched: bool) -> tuple[ReportInputs, list[dict]]:
+    """The report inputs and each row's exact-real record, computed from the same bytes."""
+    from harness.core.exact import exact_count
+    from harness.core.exact_bundle import ExactRow
+    from harness.core.f32 import decode
+
+    inputs = _inputs(drop_patched=drop_patched)
+    cases = [_forced_case()[0], _ordinary_case(drop_patched)[0]]
+    records = []
+    rows = iter(inputs.rows)
+    for case in cases:
+        logits, ps = decode(case.logits), decode(case.p)
+        for i in range(case.batch):
+            r = next(rows)
+            out = exact_count(logits[i * VOCAB : (i + 1) * VOCAB], ps[i])
+            records.append(ExactRow(r["case"], r["row"], r["kind"], tuple(r["stops"]),
+                                    r["oracle"]["count"], out,
+                                    {s: r[s].get("kept") for s in ("stock", "patched")}
+                                    ).to_json())
+    return inputs, records
+
+
+def test_exact_section_shows_stopped_rows_and_one_summary_line():
+    pytest.importorskip("flint")
+    import dataclasses
+
+    inputs, records = _exact_records(drop_patched=True)
+    plain = render_markdown(inputs)
+    assert "Exact-real" not in plain  # a gate run's report has no exact section
+    md = render_markdown(dataclasses.replace(inputs, exact=records))
+    assert md.startswith(plain.rstrip("\n"))
+    section = md.split("## Exact-real counts (derived diagnostic, never a stop)")[1]
+    stopped = [r for r in records if r["stops"]]
+    assert len(stopped) == 1
+    row = next(line for line in section.splitlines() if line.startswith("| ordinary-v64[1] |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    exact_count = stopped[0]["exact_count"]
+    assert cells[2] == str(stopped[0]["binary64_count"]) and cells[3].startswith(
+        f"{exact_count} (")
+    assert cells[5] == str(exact_count - 1) and cells[6] == "patched under-keeps"
+    agree = sum(r["binary64_vs_exact"] == "agree" for r in records)
+    assert f"binary64 and exact-real counts agree on {agree} of {len(records)} rows." in section

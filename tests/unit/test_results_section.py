@@ -71,7 +71,7 @@ def test_committed_bundles_read_through_both_codecs(tmp_path: Path) -> None:
         assert suffixes == {"xz", "zz"}
     pub = load_public_key(ROOT / "evidence" / "keys" / "topp-gate-evidence.pub")
     text = results_section.generate(bundles, public_key=pub,
-                                    comparison=tmp_path / "absent.json")
+                                    comparison=tmp_path / "absent.json", exact=False)
     assert "- Backend: cuda on NVIDIA H200." in text
     assert "### CUDA (`h200-forced-logit-gate-cuda-20261129`) against the interpreter " \
            "(`smoke-interpreter-20261129`)" in text
@@ -94,6 +94,11 @@ def test_section_holds_the_figures(bundles: Path) -> None:
     assert ("- stock: output bytes identical on 7 of 7, kept set equal on 7 of 7, kept count "
             "equal on 7 of 7") in text
     assert "cuda_vs_interpreter" not in text  # no comparison file given
+    # every row's exact-real count, derived from the same bytes (7 rows, none stopped)
+    assert text.count("- Exact-real counts (derived by `topp-gate exact`, not attested by the "
+                      "receipt; never a stop): binary64 and exact-real counts agree on 7 of 7 "
+                      "rows.") == 2
+    assert "| stopped row |" not in text
 
 
 def test_rows_with_other_bytes_or_outputs_are_told_apart(tmp_path: Path) -> None:

@@ -113,9 +113,29 @@ def test_three_thousand_nested_folders_are_a_clean_refusal(copy):
             fd = inner
     finally:
         os.close(fd)
-    done = _cli("verify", str(copy), "--pubkey", PUB_PATH, timeout=120)
+    try:
+        done = _cli("verify", str(copy), "--pubkey", PUB_PATH, timeout=120)
+    finally:
+        _remove_chain(copy / "inputs", "d")
     assert done.returncode == 4, done.stderr
     assert "deeper than" in done.stderr and "Recursion" not in done.stderr
+
+
+def _remove_chain(top, name):
+    """Remove a deep chain top/name/name/... bottom-up through descriptors (pytest's own
+    recursive cleanup of the temporary folder would hit Python's recursion limit)."""
+    fds = [os.open(top, os.O_RDONLY)]
+    try:
+        while True:
+            try:
+                fds.append(os.open(name, os.O_RDONLY, dir_fd=fds[-1]))
+            except FileNotFoundError:
+                break
+        for parent in reversed(fds[:-1]):
+            os.rmdir(name, dir_fd=parent)
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def test_an_unreadable_folder_is_a_failure_not_skipped(copy):
