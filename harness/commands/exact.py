@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EXIT_OK, UsageError
+from .row_progress import RowProgress
 
 if TYPE_CHECKING:
     from ..core.verify import Verified
@@ -39,27 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.set_defaults(handler=run)
 
 
-class _Progress:
-    """Row progress of one phase on stderr, only when stderr is a terminal."""
-
-    def __init__(self, label: str, total: int = 0) -> None:
-        self.label = label
-        self.total = total
-        self.done = 0
-        self.live = sys.stderr.isatty()
-
-    def start(self, total: int) -> None:
-        self.total = total
-
-    def advance(self, n: int) -> None:
-        self.done += n
-        if self.live:
-            of = f"/{self.total}" if self.total else ""
-            end = "\n" if self.total and self.done >= self.total else ""
-            print(f"\r{self.label}: {self.done}{of} rows", end=end, file=sys.stderr,
-                  flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import VerificationError
     from ..core.exact import require_exact
@@ -80,13 +60,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         public_key = load_public_key(args.pubkey)
     verified = verify_bundle(args.bundle, public_key, workers=workers,
-                             progress=_Progress("verifying: oracle and gate rerun").advance)
+                             progress=RowProgress("verifying: oracle and gate rerun").advance)
     if sys.stderr.isatty():
         print(file=sys.stderr)
     view = open_bundle(args.bundle, public_key)
     if view.statement["predicate"]["verdict"] != verified.verdict:
         raise VerificationError("the bundle changed while it was read")
-    progress = _Progress("exact-real counts")
+    progress = RowProgress("exact-real counts")
     rows = bundle_exact(view, workers=workers, progress=progress.advance,
                         on_rows=progress.start)
     records = [r.to_json() for r in rows]

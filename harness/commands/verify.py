@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
+from .row_progress import RowProgress
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import UsageError
     from ..core.keys import load_public_key, project_public_key
-    from ..core.verify import verify_bundle
+    from ..core.verify import describe_source, verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
@@ -49,8 +50,11 @@ def run(args: argparse.Namespace) -> int:
               "signer)")
     else:
         public_key = load_public_key(args.pubkey)
+    progress = RowProgress("verifying: oracle and gate rerun")
     result = verify_bundle(args.bundle, public_key, strict=args.strict,
-                           frozen_manifest=args.frozen_manifest, workers=args.workers)
+                           frozen_manifest=args.frozen_manifest, workers=args.workers,
+                           progress=progress.advance)
+    progress.finish()
     v = result.verdict
     reasons = ", ".join(v["reasons"]) if v["reasons"] else "none"
     print(f"verified bundle {printable(result.path)}")
@@ -63,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  harness code: {result.harness_algorithm} sha256 {result.harness_local}, "
               "same as this verifier")
     else:
-        print(f"  harness code: DIFFERS: bundle {result.harness_recorded}, "
-              f"this verifier {result.harness_local} (--strict makes this fatal)")
+        print(f"  harness code: DIFFERS ({result.harness_algorithm}): bundle "
+              f"{result.harness_recorded}, this verifier {result.harness_local} "
+              "(--strict makes this fatal)")
+    print(f"  made from: {printable(describe_source(result.harness_source))}")
     processes = "1 process" if result.workers == 1 else f"{result.workers} processes"
     print(f"  rerun: {result.rows} rows of {result.cases} cases judged again on CPU "
           f"({processes}), identical to the receipt")

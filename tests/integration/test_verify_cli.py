@@ -78,3 +78,45 @@ def test_without_pubkey_the_project_key_is_used_and_foreign_bundles_fail(capsys)
     captured = capsys.readouterr()
     assert "built-in topp-gate project evidence key" in captured.out
     assert "bad_signature" in captured.err
+
+
+def _verify_with_stderr(stderr_is_tty: bool) -> tuple[int, bytes, str]:
+    """Run verify in a child whose stderr is a pseudo-terminal (or a pipe); its stdout."""
+    import os
+    import pty
+    import subprocess
+
+    command = [sys.executable, "-m", "harness", "verify", str(TAMPER / "good"), "--pubkey",
+               PUB, "--workers", "1"]
+    if not stderr_is_tty:
+        done = subprocess.run(command, capture_output=True, cwd=ROOT, timeout=120)
+        return done.returncode, done.stderr, done.stdout.decode()
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=follower, cwd=ROOT,
+                              timeout=120)
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    return done.returncode, b"".join(chunks), done.stdout.decode()
+
+
+def test_verify_shows_row_progress_on_a_terminal_only():
+    code, terminal, out = _verify_with_stderr(True)
+    assert code == 0 and "verdict: PASS" in out
+    assert b"verifying: oracle and gate rerun: 7 rows" in terminal
+    code, piped, out = _verify_with_stderr(False)
+    assert code == 0 and piped == b""  # a log or a pipe gets no progress noise
+    assert "made from:" in out
