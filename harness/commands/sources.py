@@ -33,6 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     export.add_argument("dir", type=Path, metavar="DIR")
     export.add_argument("--patch", type=Path, metavar="FILE",
                         help="export stock plus this patch instead of the pinned patched side")
+    pin = actions.add_parser(
+        "pin", help="write a pin file for vllm==X.Y.Z, a local wheel or a source tree",
+        description="Resolve SPEC (vllm==X.Y.Z with pip, no dependencies; a local .whl; or "
+        "a local vLLM source tree, whose git commit and clean flag are recorded), find the "
+        "kernel's import closure and the compiled extensions it imports, hash every file, "
+        "cache the tree, and write a schema-validated pin file to --out (never "
+        "overwritten). A SPEC without the kernel file exits 2.")
+    pin.add_argument("spec", metavar="SPEC")
+    pin.add_argument("--out", type=Path, required=True, metavar="PINFILE")
+    pin.set_defaults(handler=run_pin)
     show = actions.add_parser("show", help="the pins and whether each tree is present "
                               "and verified")
     show.add_argument("--sources", type=Path, metavar="DIR",
@@ -43,6 +53,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     for action in (fetch, export, show):
         action.set_defaults(handler=run)
     parser.set_defaults(handler=run)
+
+
+def run_pin(args: argparse.Namespace) -> int:
+    from ..pinning import pin
+
+    result = pin(args.spec, args.out, cache=args.cache)
+    print(f"vLLM {result.version}: {result.files} files, placeholders "
+          f"{', '.join(result.placeholders) or 'none'}; tree cached at {result.tree}",
+          file=sys.stderr)
+    print(f"third-party packages imported: {', '.join(result.third_party)}", file=sys.stderr)
+    print(result.path)
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
