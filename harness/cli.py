@@ -24,6 +24,7 @@ VERBS: dict[str, str] = {
     "keygen": "keygen",
     "sources": "sources",
     "kernels": "kernels",
+    "manifest": "manifest",
 }
 
 

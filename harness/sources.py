@@ -273,15 +273,26 @@ def apply_patch(original: bytes, diff: bytes, path: str) -> bytes:
     return b"".join(out)
 
 
-def candidate(stock: Side, patched_kernel: bytes, patch_bytes: bytes) -> Side:
+def candidate(stock: Side, patched_kernel: bytes, patch_bytes: bytes, *,
+              name: str = "patched") -> Side:
     """A user's candidate: stock's files with the kernel replaced by the patched bytes."""
     kernel_sha = sha256_bytes(patched_kernel)
     files = dict(stock.files)
     files[stock.kernel_path] = kernel_sha
     return replace(
-        stock, name="patched", kernel_sha256=kernel_sha, files=files,
+        stock, name=name, kernel_sha256=kernel_sha, files=files,
         patch_file_sha256=sha256_bytes(patch_bytes),
     )
+
+
+def patched_side(side: Side, tree: Path, patch_bytes: bytes, *, cache: Path) -> tuple[Side, Path]:
+    """``side`` with a unified diff applied exactly to its kernel: the side and its tree."""
+    kernel = (tree / side.kernel_path).read_bytes()
+    if sha256_bytes(kernel) != side.kernel_sha256:  # re-read after verification
+        raise EvidenceDriftError(f"{side.name} kernel", side.kernel_sha256, sha256_bytes(kernel))
+    patched = apply_patch(kernel, patch_bytes, side.kernel_path)
+    result = candidate(side, patched, patch_bytes, name=side.name)
+    return result, build_candidate_tree(result, tree, patched, cache / "trees")
 
 
 # --- cache and fetch --------------------------------------------------------------------------
