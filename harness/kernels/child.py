@@ -18,6 +18,13 @@ count for the interpreter, the cases index and the output directory. The child:
    grids, and that the monolithic kernel did not launch; a case without that proof fails;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
+The request's ``dispatch`` names the path to prove (default ``split``). For ``single`` (the
+one-kernel path of releases before 0.30.0) step 3 observes instead the public entry
+``apply_top_k_top_p_triton`` and Triton's own launch method (:class:`SingleObserver`): the
+proof is exactly one launch, of ``_topk_topp_kernel``; in the interpreter the public entry
+is called on CPU tensors (vLLM's CPU platform set, and recorded, first). The proof is
+stored under the path's name (``split`` or ``single``) in each case's record.
+
 Backends: ``cuda`` calls the public ``apply_top_k_top_p_triton(logits, None, p)`` (batch
 <= 64 takes the split pipeline); ``interpreter`` (``TRITON_INTERPRET=1`` and an empty
 ``CUDA_VISIBLE_DEVICES``, set by the runner) calls ``_apply_topp_split(logits, None, p,
