@@ -41,6 +41,7 @@ VERBS: dict[str, str] = {
     "kernels": "kernels",
     "harness-digest": "harness_digest",
     "exact": "exact",
+    "manifest": "manifest",
 }
 
 

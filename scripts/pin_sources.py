@@ -2,7 +2,8 @@
 """Regenerate harness/data/pins.json's file lists from the verified vLLM wheels.
 
 For each side it fetches (or reuses) the pinned wheel, checks its sha256, and computes the
-kernel module's import closure by static analysis (``ast``) of the wheel's Python files:
+kernel module's import closure by static analysis (``ast``) of the wheel's Python files
+(``harness.capture.closure``, shared with ``topp-gate sources pin``):
 
 * roots: the kernel module; ``vllm.platforms.cuda`` and ``vllm.platforms.cpu`` (vLLM picks
   its platform class from a qualified-name string, which static analysis cannot follow);
@@ -30,10 +31,8 @@ Usage: python scripts/pin_sources.py [--cache DIR] [--check]
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
-import re
 import sys
 import zipfile
 from pathlib import Path
@@ -42,95 +41,16 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from harness.capture import sources  # noqa: E402
+from harness.capture.closure import closure as kernel_closure  # noqa: E402
 
 PINS = REPO / "harness" / "data" / "pins.json"
-ROOTS = (
-    "vllm.v1.sample.ops.topk_topp_triton",
-    "vllm.platforms.cuda",
-    "vllm.platforms.cpu",
-    "vllm.third_party.pynvml",
-)
-_SO = re.compile(r"^(?P<mod>.+?)(\.abi3|\.cpython-[^.]+)?\.so$")
-
-
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def module_level_imports(tree: ast.Module, module: str, is_package: bool) -> list[str]:
-    """Absolute names imported outside function bodies and TYPE_CHECKING blocks."""
-    found: list[str] = []
-
-    def visit(nodes: list[ast.stmt]) -> None:
-        for node in nodes:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-                continue
-            if isinstance(node, ast.If) and _is_type_checking(node.test):
-                visit(node.orelse)
-                continue
-            if isinstance(node, ast.Import):
-                found.extend(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = module.split(".") if is_package else module.split(".")[:-1]
-                    base = base[: len(base) - (node.level - 1)]
-                    name = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    name = node.module or ""
-                found.append(name)
-                found.extend(f"{name}.{alias.name}" for alias in node.names)
-            for attr in ("body", "orelse", "finalbody"):
-                child = getattr(node, attr, None)
-                if isinstance(child, list):
-                    visit(child)
-            for handler in getattr(node, "handlers", []):
-                visit(handler.body)
-
-    visit(tree.body)
-    return found
 
 
 def closure(archive: zipfile.ZipFile) -> tuple[set[str], set[str], dict[str, set[str]]]:
     """(python files, compiled modules imported, third-party top-level imports -> importers)."""
-    names = set(archive.namelist())
-    compiled = {}
-    for name in names:
-        match = _SO.match(name)
-        if match and name.startswith("vllm/"):
-            compiled[match["mod"].replace("/", ".")] = name
-    files: set[str] = set()
-    placeholders: set[str] = set()
-    third: dict[str, set[str]] = {}
-    todo = list(ROOTS)
-    seen: set[str] = set()
-    while todo:
-        module = todo.pop()
-        if module in seen:
-            continue
-        seen.add(module)
-        if module in compiled:
-            placeholders.add(module)
-            continue
-        base = module.replace(".", "/")
-        if f"{base}/__init__.py" in names:
-            path, is_package = f"{base}/__init__.py", True
-        elif f"{base}.py" in names:
-            path, is_package = f"{base}.py", False
-        else:
-            continue  # an attribute imported with "from X import name", not a module
-        files.add(path)
-        parts = module.split(".")
-        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
-        tree = ast.parse(archive.read(path), filename=path)
-        for name in module_level_imports(tree, module, is_package):
-            top = name.split(".")[0]
-            if top == "vllm":
-                todo.append(name)
-            elif top and top not in sys.stdlib_module_names:
-                third.setdefault(top, set()).add(module)
-    return files, placeholders, third
+    found = kernel_closure(archive.namelist(), archive.read)
+    return (set(found.files), set(found.placeholders),
+            {top: set(mods) for top, mods in found.third_party.items()})
 
 
 def pin_side(side: sources.Side, cache: Path) -> tuple[dict[str, object], dict[str, set[str]]]:

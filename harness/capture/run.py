@@ -36,17 +36,18 @@ from ..core.errors import EvidenceDriftError, UsageError
 from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
 from ..core.keys import load_private_key
-from ..core.manifest import Manifest, load_manifest
+from ..core.manifest import SPLIT, Manifest, load_manifest
 from ..core.oracle import numpy_available
+from .provenance import source_revision
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
-from .provenance import source_revision
 from .sources import (
     SIDES,
     Pins,
     Side,
     cache_root,
     fetch_wheel,
+    kernel_diff,
     load_pins,
     resolve_tree,
     sha256_bytes,
@@ -132,6 +133,12 @@ def _prepare_parent(out: Path) -> None:
 def prepare_sides(manifest: Manifest, options: RunOptions,
                   progress: Progress | None) -> dict[str, tuple[Side, Path]]:
     """Verified source trees for both sides; fetches a missing pinned wheel when allowed."""
+    if manifest.pinned_by_file:
+        from .pinned_sides import prepare_pinned_sides
+
+        return prepare_pinned_sides(manifest, cache=cache_root(options.cache),
+                                    sources=options.sources, patch=options.patch,
+                                    say=lambda message: _say(progress, message))
     pins = load_pins()
     check_pins_match(manifest, pins, options.patch)
     cache = cache_root(options.cache)
@@ -190,21 +197,25 @@ def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes) 
     return data
 
 
-def _split_proven(result: SideResult, case_id: str) -> bool:
+def _path_proven(result: SideResult, case_id: str, dispatch: str) -> bool:
+    """Whether the side's evidence proves its declared path (``split``/``single``) for a case."""
     for record in (result.evidence or {}).get("cases", []):
         if record.get("id") == case_id:
-            return bool(record.get("split", {}).get("proven"))
+            return bool(record.get(dispatch, {}).get("proven"))
     return False
 
 
-def _split_path_failed(results: Mapping[str, SideResult]) -> bool:
-    """Whether any side recorded a case whose split path it could not prove.
+def _split_path_failed(results: Mapping[str, SideResult], dispatch: Mapping[str, str]) -> bool:
+    """Whether any side recorded a case whose declared path it could not prove, or found
+    no such path in its kernel module.
 
-    A side that failed before recording cases is already a stop (timeout, kernel_crash).
+    A side that failed before recording cases is otherwise already a stop (timeout,
+    kernel_crash).
     """
-    return any(not record.get("split", {}).get("proven")
-               for result in results.values()
-               for record in (result.evidence or {}).get("cases", []))
+    return any((result.evidence or {}).get("declared_path_missing") is True
+               or any(not record.get(dispatch[name], {}).get("proven")
+                      for record in (result.evidence or {}).get("cases", []))
+               for name, result in results.items())
 
 
 def _pinned_requirements(tree: Path) -> dict[str, str]:
@@ -303,6 +314,7 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
 
         results: dict[str, SideResult] = {}
         run_stops: list[str] = []
+        dispatch = {name: manifest.dispatch(name) for name in SIDES}
         for name in SIDES:
             side, tree = sides[name]
             remaining = deadline - time.monotonic()
@@ -314,7 +326,8 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
                            f"({len(layout)} cases, timeout {timeout:.0f} s)")
             t0 = time.monotonic()
             results[name] = run_side(side, tree, backend, num_sm, work / "cases.json",
-                                     work / "out" / name, timeout, repeats=options.repeats)
+                                     work / "out" / name, timeout, repeats=options.repeats,
+                                     dispatch=dispatch[name])
             timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
             if not results[name].ok:
                 _say(progress, f"{name}: {results[name].status}: {results[name].reason}")
@@ -322,6 +335,7 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         inputs: dict[str, bytes] = {}
         outputs: dict[str, dict[str, bytes | str]] = {name: {} for name in SIDES}
         split_path: dict[str, bool] = {}
+        paths: dict[str, dict[str, str | None]] = {}
         case_bytes: list[CaseBytes] = []
         for case in layout:
             logits = (work / case.logits_path).read_bytes()
@@ -329,13 +343,17 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
             inputs[case.logits_path], inputs[case.p_path] = logits, p
             for name in SIDES:
                 outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
-            split_path[case.id] = all(_split_proven(results[n], case.id) for n in SIDES)
+            paths[case.id] = {n: dispatch[n] if _path_proven(results[n], case.id, dispatch[n])
+                              else None for n in SIDES}
+            split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)
             case_bytes.append(CaseBytes(
                 case.id, case.vocab,
                 [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
                 logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
-                split_path[case.id]))
-        if _split_path_failed(results):
+                split_path[case.id],
+                split_sides=(tuple(paths[case.id][n] == SPLIT for n in SIDES)  # type: ignore[arg-type]
+                             if manifest.pinned_by_file else None)))
+        if _split_path_failed(results, dispatch):
             run_stops.append("split_path_not_taken")
 
         total_rows = sum(c.batch for c in case_bytes)
@@ -367,7 +385,8 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
             run_stops=sorted(set(run_stops)),
             verdict=result,
             sources={name: side.describe() for name, (side, _) in sides.items()},
-            patch_sha256=str(manifest.sources.get("patch_sha256", "")),
+            patch_sha256=_change_sha256(manifest, sides),
+            paths=paths if manifest.pinned_by_file else None,
             environment={**_environment(results, {n: t for n, (_, t) in sides.items()}),
                          "backend": backend,
                          "side_results": {n: {"status": r.status, "reason": r.reason,
@@ -382,6 +401,22 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         written = write_bundle(options.out, content, key,
                                max_bytes=int(limits["max_bundle_bytes"]))
     return RunOutcome(written, result)
+
+
+def _change_sha256(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]]) -> str:
+    """The receipt's ``hashes.patch``: version 1, the manifest's pinned patch; version 2, the
+    frozen patch of the side that has one, else the sha256 of the kernel diff between the
+    two sides (``sources.kernel_diff``: the change under test)."""
+    if not manifest.pinned_by_file:
+        return str(manifest.sources.get("patch_sha256", ""))
+    for name in SIDES:
+        frozen = manifest.side_patch(name)
+        if frozen is not None:
+            return frozen["sha256"]
+    stock, patched = (sides[name] for name in SIDES)
+    diff = kernel_diff((stock[1] / stock[0].kernel_path).read_bytes(),
+                       (patched[1] / patched[0].kernel_path).read_bytes(), stock[0].kernel_path)
+    return sha256_bytes(diff)
 
 
 def _reports(manifest: Manifest, backend: str, rows: list[dict[str, Any]],

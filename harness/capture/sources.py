@@ -29,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from typing import Any
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 
 SIDES = ("stock", "patched")
+KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -79,6 +80,9 @@ class Side:
     placeholders: tuple[str, ...] = ()
     # set only for a user's candidate (stock plus a patch file)
     patch_file_sha256: str | None = None
+    # set only for a side read from a pin file (harness.capture.pinfile)
+    origin: Mapping[str, Any] | None = None
+    pin_sha256: str | None = None
 
     @property
     def digest(self) -> str:
@@ -89,16 +93,22 @@ class Side:
         out: dict[str, Any] = {
             "side": self.name,
             "version": self.version,
-            "wheel": self.wheel,
-            "wheel_sha256": self.wheel_sha256,
+        }
+        if self.wheel:  # a side pinned from a source checkout has no wheel
+            out.update(wheel=self.wheel, wheel_sha256=self.wheel_sha256)
+        out.update({
             "kernel_path": self.kernel_path,
             "kernel_sha256": self.kernel_sha256,
             "tree_sha256": self.digest,
             "files": len(self.files),
             "placeholders": list(self.placeholders),
-        }
+        })
         if self.patch_file_sha256 is not None:
             out["patch_file_sha256"] = self.patch_file_sha256
+        if self.origin is not None:
+            out["origin"] = dict(self.origin)
+        if self.pin_sha256 is not None:
+            out["pin_sha256"] = self.pin_sha256
         return out
 
 
@@ -263,15 +273,26 @@ def apply_patch(original: bytes, diff: bytes, path: str) -> bytes:
     return b"".join(out)
 
 
-def candidate(stock: Side, patched_kernel: bytes, patch_bytes: bytes) -> Side:
+def candidate(stock: Side, patched_kernel: bytes, patch_bytes: bytes, *,
+              name: str = "patched") -> Side:
     """A user's candidate: stock's files with the kernel replaced by the patched bytes."""
     kernel_sha = sha256_bytes(patched_kernel)
     files = dict(stock.files)
     files[stock.kernel_path] = kernel_sha
     return replace(
-        stock, name="patched", kernel_sha256=kernel_sha, files=files,
+        stock, name=name, kernel_sha256=kernel_sha, files=files,
         patch_file_sha256=sha256_bytes(patch_bytes),
     )
+
+
+def patched_side(side: Side, tree: Path, patch_bytes: bytes, *, cache: Path) -> tuple[Side, Path]:
+    """``side`` with a unified diff applied exactly to its kernel: the side and its tree."""
+    kernel = (tree / side.kernel_path).read_bytes()
+    if sha256_bytes(kernel) != side.kernel_sha256:  # re-read after verification
+        raise EvidenceDriftError(f"{side.name} kernel", side.kernel_sha256, sha256_bytes(kernel))
+    patched = apply_patch(kernel, patch_bytes, side.kernel_path)
+    result = candidate(side, patched, patch_bytes, name=side.name)
+    return result, build_candidate_tree(result, tree, patched, cache / "trees")
 
 
 # --- cache and fetch --------------------------------------------------------------------------
@@ -412,6 +433,24 @@ def extract_tree(side: Side, wheel: Path, trees: Path) -> Path:
     except zipfile.BadZipFile as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SourcesError(f"{wheel}: not a readable wheel ({err})") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return _publish(tmp, final, side)
+
+
+def write_tree(side: Side, read: Callable[[str], bytes], trees: Path) -> Path:
+    """Write ``side.files`` read by ``read(path)`` into ``trees/<digest>``, verified."""
+    final = trees / side.digest
+    if final.exists():
+        return verify_tree(side, final)
+    trees.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{side.name}-", dir=trees))
+    try:
+        for rel in sorted(side.files):
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(read(rel))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -33,6 +33,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     export.add_argument("dir", type=Path, metavar="DIR")
     export.add_argument("--patch", type=Path, metavar="FILE",
                         help="export stock plus this patch instead of the pinned patched side")
+    export.add_argument("--pin", type=Path, action="append", metavar="PINFILE",
+                        help="export this pin file's tree instead of the default pins "
+                        "(repeatable; a missing wheel is fetched and verified)")
+    pin = actions.add_parser(
+        "pin", help="write a pin file for vllm==X.Y.Z, a local wheel or a source tree",
+        description="Resolve SPEC (vllm==X.Y.Z with pip, no dependencies; a local .whl; or "
+        "a local vLLM source tree, whose git commit and clean flag are recorded), find the "
+        "kernel's import closure and the compiled extensions it imports, hash every file, "
+        "cache the tree, and write a schema-validated pin file to --out (never "
+        "overwritten). A SPEC without the kernel file exits 2.")
+    pin.add_argument("spec", metavar="SPEC")
+    pin.add_argument("--out", type=Path, required=True, metavar="PINFILE")
+    pin.set_defaults(handler=run_pin)
     show = actions.add_parser("show", help="the pins and whether each tree is present "
                               "and verified")
     show.add_argument("--sources", type=Path, metavar="DIR",
@@ -43,6 +56,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     for action in (fetch, export, show):
         action.set_defaults(handler=run)
     parser.set_defaults(handler=run)
+
+
+def run_pin(args: argparse.Namespace) -> int:
+    from ..capture.pinning import pin
+
+    result = pin(args.spec, args.out, cache=args.cache)
+    print(f"vLLM {result.version}: {result.files} files, placeholders "
+          f"{', '.join(result.placeholders) or 'none'}; tree cached at {result.tree}",
+          file=sys.stderr)
+    print(f"third-party packages imported: {', '.join(result.third_party)}", file=sys.stderr)
+    print(result.path)
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name}: vLLM {side.version}: wheel verified, {len(side.files)} files "
                   f"verified in {tree}")
         return EXIT_OK
+    if args.action == "export" and args.pin:
+        return _export_pins(args.pin, cache, args.dir)
     if args.action == "export":
         stock = pins.side("stock")
         trees = {"stock": sources.resolve_tree(stock, cache=cache)}
@@ -109,3 +136,20 @@ def run(args: argparse.Namespace) -> int:
             raise drift
         return EXIT_OK
     raise UsageError(f"unknown sources action {args.action!r}")
+
+
+def _export_pins(pin_paths: list[Path], cache: Path, dest: Path) -> int:
+    """Copy each pin file's verified tree to ``dest/<tree digest>`` (``--sources DIR``)."""
+    from ..capture import sources
+    from ..capture.pinfile import WHEEL, load_pin_file
+
+    for path in pin_paths:
+        side = load_pin_file(path).side("stock")
+        if not (cache / "trees" / side.digest).exists() and side.origin is not None \
+                and side.origin.get("kind") == WHEEL \
+                and sources.verified_wheel(side, cache) is None:
+            sources.fetch_wheel(side, cache)
+        tree = sources.resolve_tree(side, cache=cache)
+        (written,) = sources.export_trees((side,), {side.name: tree}, dest)
+        print(f"{path}: vLLM {side.version}: {len(side.files)} files verified in {written}")
+    return EXIT_OK

@@ -266,6 +266,9 @@ class BundleContent:
     reports: Mapping[str, bytes] = field(default_factory=dict)
     harness_source: dict[str, Any] = field(
         default_factory=lambda: {"commit": None, "clean": None, "how": "unknown"})
+    # case id -> side -> the dispatch path that side proved for the case ("split",
+    # "single") or None; written for manifests that declare a path per side (version 2)
+    paths: Mapping[str, Mapping[str, str | None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -355,6 +358,8 @@ def build_predicate(content: BundleContent, max_bytes: int | None) -> dict[str, 
         for side in SIDES:
             value = content.outputs[side][case_id]
             entry[side] = "ok" if isinstance(value, bytes) else value
+        if content.paths is not None:
+            entry["paths"] = {side: content.paths[case_id][side] for side in SIDES}
         cases.append(entry)
     return {
         "harness": {"version": __version__, **provenance.installed_digest(),

@@ -349,8 +349,16 @@ def _oracle_summary(oracle: OracleOutcome) -> dict[str, Any]:
 
 
 def judge_row(row: Row, oracle: OracleOutcome, stock: SideOutput, patched: SideOutput, *,
-              split_path: bool) -> dict[str, Any]:
-    """Judge one row. Returns its deterministic, JSON-ready result."""
+              split_path: bool, split_sides: tuple[bool, bool] | None = None) -> dict[str, Any]:
+    """Judge one row. Returns its deterministic, JSON-ready result.
+
+    ``split_path``: both sides proved the CUDA split path for this row's case.
+    ``split_sides``: (stock, patched), whether each side proved the split path; the forced
+    rule "exactly one token" applies to a side only when it did. Default: ``split_path``
+    for both (version 1 manifests declare the split path for both sides).
+    """
+    stock_split, patched_split = split_sides if split_sides is not None else (split_path,
+                                                                              split_path)
     if row.kind not in ROW_KINDS:
         raise UsageError(f"unknown row kind {row.kind!r}")
     if row.kind == FORCED and (row.forced_id is None or not 0 <= row.forced_id < len(row.logits)):
@@ -382,9 +390,9 @@ def judge_row(row: Row, oracle: OracleOutcome, stock: SideOutput, patched: SideO
     if row.kind == FORCED:
         if stock_mask is not None and stock.values is not None:
             diagnostics["stock_forced_failures"] = _forced_failures(
-                row, stock_mask, stock.values, split_path)
+                row, stock_mask, stock.values, stock_split)
         if patched_mask is not None and patched.values is not None:
-            failures = _forced_failures(row, patched_mask, patched.values, split_path)
+            failures = _forced_failures(row, patched_mask, patched.values, patched_split)
             diagnostics["patched_forced_failures"] = failures
             if failures:
                 stops.append("forced_failure")

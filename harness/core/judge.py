@@ -42,6 +42,8 @@ class CaseBytes:
     stock: bytes | str
     patched: bytes | str
     split_path: bool
+    # (stock, patched): whether each side proved the split path; None: split_path for both
+    split_sides: tuple[bool, bool] | None = None
 
     @property
     def batch(self) -> int:
@@ -49,7 +51,8 @@ class CaseBytes:
 
 
 # One row's work item: plain data, so it can travel to a worker process.
-_Task = tuple[str, int, str, "int | None", bytes, float, "bytes | str", "bytes | str", bool, bool]
+_Task = tuple[str, int, str, "int | None", bytes, float, "bytes | str", "bytes | str", bool,
+              "tuple[bool, bool] | None", bool]
 
 
 def _side_row(side: bytes | str, index: int, row_bytes: int) -> bytes | str:
@@ -101,7 +104,7 @@ def tasks(cases: Iterable[CaseBytes], *, fast: bool = False) -> Iterator[_Task]:
             yield (case.id, i, spec.judge, spec.forced_id,
                    case.logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
                    _side_row(stock, i, row_bytes), _side_row(patched, i, row_bytes),
-                   case.split_path, fast)
+                   case.split_path, case.split_sides, fast)
         del case, stock, patched  # not held while the next case is produced
 
 
@@ -125,12 +128,13 @@ def _decode_row(data: bytes, fast: bool, *, wide: bool) -> Any:
 
 def judge_task(task: _Task) -> dict[str, Any]:
     """Judge one row: decode bytes, run the oracle, apply the gate."""
-    case_id, index, kind, forced_id, logits_bytes, p32, stock, patched, split_path, fast = task
+    (case_id, index, kind, forced_id, logits_bytes, p32, stock, patched, split_path,
+     split_sides, fast) = task
     logits = _decode_row(logits_bytes, fast, wide=True)
     row = Row(case_id, index, kind, logits, p32, forced_id)
     outcome = reference(logits, p32, row=index, fast=fast)
     return judge_row(row, outcome, _output(stock, fast), _output(patched, fast),
-                     split_path=split_path)
+                     split_path=split_path, split_sides=split_sides)
 
 
 def default_workers() -> int:

@@ -36,6 +36,10 @@ from .safeio import read_regular_file
 from .strictjson import no_duplicate_keys
 
 SCHEMA = "topp-gate/manifest/v1"
+SCHEMA_V2 = "topp-gate/manifest/v2"  # sides by pin file, a patch on either side, dispatch paths
+SPLIT = "split"  # the CUDA split top-p pipeline (_apply_topp_split)
+SINGLE = "single"  # the one-kernel path (_topk_topp_kernel)
+DISPATCH_PATHS = (SPLIT, SINGLE)
 SCHEMA_RESOURCE = "manifest.schema.json"
 HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64
 FROZEN_SUFFIX = ".sha256"
@@ -140,6 +144,28 @@ class Manifest:
     @property
     def cases(self) -> list[Mapping[str, Any]]:
         return list(self.data["cases"])
+
+    @property
+    def pinned_by_file(self) -> bool:
+        """Version 2: each side is named by a pin file (else: version 1, by wheel)."""
+        return bool(self.data["schema"] == SCHEMA_V2)
+
+    def dispatch(self, side: str) -> str:
+        """The path ``side`` must take: ``split`` (always, in version 1) or ``single``."""
+        if not self.pinned_by_file:
+            return SPLIT
+        return str(self.data["sources"]["sides"][side]["dispatch"])
+
+    def side_patch(self, side: str) -> Mapping[str, str] | None:
+        """A version 2 side's frozen patch (``sha256``, ``kernel_sha256``), if it has one."""
+        if not self.pinned_by_file:
+            return None
+        patch = self.data["sources"]["sides"][side].get("patch")
+        return dict(patch) if patch is not None else None
+
+    def pin_path(self, side: str) -> Path:
+        """A version 2 side's pin file, resolved against the manifest's folder."""
+        return Path(self.source).parent / str(self.data["sources"]["sides"][side]["pin"])
 
 
 def manifest_schema() -> dict[str, Any]:
@@ -283,6 +309,11 @@ def check_limits(manifest: Manifest) -> None:
 def check_manifest(manifest: Manifest) -> None:
     """Everything the schema cannot say: limits, unique ids, ids in range, finite values."""
     check_limits(manifest)
+    if manifest.pinned_by_file:
+        patched = [side for side, entry in manifest.sources["sides"].items() if "patch" in entry]
+        if len(patched) > 1:
+            raise ManifestError("a manifest may freeze a patch on one side only "
+                                f"(found on {' and '.join(sorted(patched))})")
     seen: set[str] = set()
     for case in manifest.cases:
         cid = case["id"]

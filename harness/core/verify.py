@@ -473,6 +473,24 @@ def _bound_json(artifacts: _Artifacts, predicate: dict[str, Any]) -> None:
 
 
 PIN_FIELDS = ("version", "wheel", "wheel_sha256", "kernel_sha256")
+PIN_FIELDS_V2 = ("pin_sha256", "version", "kernel_sha256")
+
+
+def _expected_pin(manifest: Any, side: str) -> dict[str, Any]:
+    """What the receipt must record for ``side``: version 1, the manifest's wheel pins;
+    version 2, the pin file's sha256, version and kernel (after the frozen patch, if any),
+    and the tree digest of an unpatched side."""
+    entry = manifest.sources["sides"][side]
+    if not manifest.pinned_by_file:
+        return {key: entry[key] for key in PIN_FIELDS}
+    expected = {key: entry[key] for key in PIN_FIELDS_V2}
+    patch = manifest.side_patch(side)
+    if patch is None:
+        expected["tree_sha256"] = entry["tree_sha256"]
+    else:
+        expected["kernel_sha256"] = patch["kernel_sha256"]
+        expected["patch_file_sha256"] = patch["sha256"]
+    return expected
 
 
 def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
@@ -485,11 +503,11 @@ def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
                                    predicate["hashes"]["patch"])
     recorded = predicate["hashes"]["sources"]
     for side in SIDES:
-        pins = sources["sides"][side]
+        pins = _expected_pin(manifest, side)
         entry = recorded.get(side)
         if not isinstance(entry, dict):
             raise MalformedEvidenceError(f"receipt records no {side} sources")
-        for key in PIN_FIELDS:
+        for key in pins:
             if entry.get(key) != pins[key]:
                 raise BindingMismatchError(f"{side} source {key} vs the manifest's pin",
                                            str(pins[key]), str(entry.get(key)))
@@ -501,11 +519,12 @@ def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
                                        pins["kernel_sha256"], str(imported))
 
 
-def _proven_cases(evidence: Any) -> dict[str, bool]:
-    """Case id -> whether that side's signed evidence proves the split path for it."""
+def _proven_cases(evidence: Any, dispatch: str = "split") -> dict[str, bool]:
+    """Case id -> whether that side's signed evidence proves its path (``split`` or
+    ``single``) for it."""
     if not isinstance(evidence, dict) or not isinstance(evidence.get("cases"), list):
         return {}
-    return {str(record.get("id")): bool((record.get("split") or {}).get("proven"))
+    return {str(record.get("id")): bool((record.get(dispatch) or {}).get("proven"))
             for record in evidence["cases"] if isinstance(record, dict)}
 
 
@@ -529,6 +548,15 @@ def _check_backend(side: str, evidence: Any, required: str, statuses: list[str])
         raise MalformedEvidenceError(f"{side} kernel-path evidence names no backend")
 
 
+def case_paths(entry: dict[str, Any]) -> dict[str, str | None]:
+    """Per side, the path a receipt case entry says was proven. A version 1 receipt has
+    no ``paths``: both sides took the split path exactly when ``split_path`` is true."""
+    paths = entry.get("paths")
+    if isinstance(paths, dict):
+        return {side: paths.get(side) for side in SIDES}
+    return {side: "split" if entry["split_path"] else None for side in SIDES}
+
+
 def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     """The path that ran is the manifest's: each side's backend, and every case's split-path
     flag equal to what both sides' evidence proves; a case the manifest requires on the
@@ -538,16 +566,30 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     for side in SIDES:
         evidence = predicate["kernel_path"][side]
         _check_backend(side, evidence, required, [c[side] for c in predicate["cases"]])
-        proven[side] = _proven_cases(evidence)
+        proven[side] = _proven_cases(evidence, manifest.dispatch(side))
     must_split = bool(manifest.backend.get("split_path_required", True))
     for entry in predicate["cases"]:
         case_id = entry["id"]
+        if manifest.pinned_by_file:
+            said = entry.get("paths")
+            found = {side: manifest.dispatch(side) if proven[side].get(case_id, False)
+                     else None for side in SIDES}
+            if said != found:
+                raise BindingMismatchError(f"case {case_id} paths vs the kernel evidence",
+                                           str(said), str(found))
+        elif "paths" in entry:
+            raise MalformedEvidenceError(f"case {case_id}: paths in a version 1 receipt")
         expected = all(proven[side].get(case_id, False) for side in SIDES)
+        if manifest.pinned_by_file:
+            expected = expected and all(manifest.dispatch(side) == "split" for side in SIDES)
+            proved_declared = all(proven[side].get(case_id, False) for side in SIDES)
+        else:
+            proved_declared = expected
         if entry["split_path"] != expected:
             raise BindingMismatchError(f"case {case_id} split-path flag vs the kernel evidence",
                                        str(entry["split_path"]), f"evidence proving {expected}")
         both_ok = all(entry[side] == "ok" for side in SIDES)
-        if must_split and both_ok and not expected \
+        if must_split and both_ok and not proved_declared \
                 and "split_path_not_taken" not in predicate["run_stops"]:
             raise BindingMismatchError(f"case {case_id} without split-path proof",
                                        "a split_path_not_taken stop", "no such stop")
@@ -651,6 +693,7 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any],
         logits = artifacts.decode(case.logits_path)
         p = artifacts.decode(case.p_path)
         sides: dict[str, bytes | str] = {}
+        paths = case_paths(entry)
         for side in SIDES:
             name = output_name(side, case.id)
             if entry[side] != "ok":
@@ -665,7 +708,9 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any],
             id=case.id, vocab=case.vocab,
             rows=tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
             logits=logits, p=p, stock=sides["stock"], patched=sides["patched"],
-            split_path=entry["split_path"])
+            split_path=entry["split_path"],
+            split_sides=(tuple(paths[side] == "split" for side in SIDES)  # type: ignore[arg-type]
+                         if "paths" in entry else None))
         del logits, p, sides  # before the next case is decoded
 
 

@@ -19,6 +19,13 @@ count for the interpreter, the cases index and the output directory. The child:
    grids, and that the monolithic kernel did not launch; a case without that proof fails;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
+The request's ``dispatch`` names the path to prove (default ``split``). For ``single`` (the
+one-kernel path of releases before 0.30.0) step 3 observes instead the public entry
+``apply_top_k_top_p_triton`` and Triton's own launch method (:class:`SingleObserver`): the
+proof is exactly one launch, of ``_topk_topp_kernel``; in the interpreter the public entry
+is called on CPU tensors (vLLM's CPU platform set, and recorded, first). The proof is
+stored under the path's name (``split`` or ``single``) in each case's record.
+
 Backends: ``cuda`` calls the public ``apply_top_k_top_p_triton(logits, None, p)`` (batch
 <= 64 takes the split pipeline); ``interpreter`` (``TRITON_INTERPRET=1`` and an empty
 ``CUDA_VISIBLE_DEVICES``, set by the runner) calls ``_apply_topp_split(logits, None, p,
@@ -259,6 +266,126 @@ class SplitObserver:
         }
 
 
+class SingleObserver:
+    """Records the one-kernel path's entry and every Triton launch, without changing vLLM.
+
+    It watches code objects only: the public entry ``apply_top_k_top_p_triton`` (its ``k``)
+    and Triton's own launch method (``JITFunction.run``, or ``InterpretedFunction.run`` in
+    the interpreter), whose ``self`` names the kernel launched and whose ``grid`` is its
+    grid. The single path is proven when the entry ran once without top-k and exactly one
+    kernel launched: ``_topk_topp_kernel`` (no split-pipeline kernel).
+    """
+
+    KERNEL = "_topk_topp_kernel"
+
+    def __init__(self, module: Any) -> None:
+        self.entry = inspect.unwrap(module.apply_top_k_top_p_triton).__code__
+        self.launchers = set(_triton_launch_codes())
+        self.method = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.setprofile"
+        self._tool: int | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.entry_calls: list[dict[str, Any]] = []
+        self.launches: list[dict[str, Any]] = []
+
+    def _started(self, code: types.CodeType, frame: types.FrameType) -> None:
+        local = frame.f_locals
+        if code is self.entry:
+            self.entry_calls.append({"k_is_none": local.get("k") is None})
+        elif code in self.launchers:
+            kernel = local.get("self")
+            fn = getattr(kernel, "fn", None)
+            name = getattr(fn, "__name__", None) or getattr(kernel, "__name__", repr(kernel))
+            grid = local.get("grid")
+            shown = [int(g) for g in grid] if isinstance(grid, tuple | list) else repr(grid)
+            self.launches.append({"kernel": str(name), "grid": shown})
+
+    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            self._started(frame.f_code, frame)
+
+    def __enter__(self) -> SingleObserver:
+        self.reset()
+        if self.method == "sys.setprofile":
+            sys.setprofile(self._profile)
+            return self
+        mon = sys.monitoring
+        for tool in (mon.PROFILER_ID, 3, 4, 5):
+            if mon.get_tool(tool) is None:
+                mon.use_tool_id(tool, "topp-gate single-path observer")
+                self._tool = tool
+                break
+        else:
+            raise ChildError("no free sys.monitoring tool id to observe the kernel path")
+        mon.register_callback(tool, mon.events.PY_START,
+                              lambda code, _off: self._started(code, sys._getframe(1)))
+        for code in (self.entry, *self.launchers):
+            mon.set_local_events(tool, code, mon.events.PY_START)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.method == "sys.setprofile":
+            sys.setprofile(None)
+            return
+        mon, tool = sys.monitoring, self._tool
+        if tool is None:
+            return
+        for code in (self.entry, *self.launchers):
+            mon.set_local_events(tool, code, 0)
+        mon.register_callback(tool, mon.events.PY_START, None)
+        mon.free_tool_id(tool)
+        self._tool = None
+
+    def proof(self, batch: int, num_sm: int | None) -> dict[str, Any]:
+        kernels = [launch["kernel"] for launch in self.launches]
+        problems = []
+        if len(self.entry_calls) != 1:
+            problems.append(f"entry ran {len(self.entry_calls)} times")
+        elif not self.entry_calls[0]["k_is_none"]:
+            problems.append("entry ran with a top-k tensor")
+        if kernels != [self.KERNEL]:
+            problems.append(f"kernels launched {kernels}, expected [{self.KERNEL!r}]")
+        return {
+            "entry_point": "apply_top_k_top_p_triton",
+            "observed_by": f"{self.method} on code objects",
+            "entry_calls": len(self.entry_calls),
+            "launches": self.launches,
+            "proven": not problems,
+            "problems": problems,
+        }
+
+
+def _triton_launch_codes() -> list[types.CodeType]:
+    """The code objects of Triton's kernel launch (compiled and interpreted)."""
+    from triton.runtime import jit  # type: ignore[import-untyped]
+
+    codes = [inspect.unwrap(jit.JITFunction.run).__code__]
+    try:
+        from triton.runtime import interpreter  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - every Triton with an interpreter has it
+        return codes
+    codes.append(inspect.unwrap(interpreter.InterpretedFunction.run).__code__)
+    return codes
+
+
+def cpu_platform_for_interpreter() -> str:
+    """Give vLLM its own CPU platform class, as a CPU build of vLLM would detect it.
+
+    With no CUDA device vLLM resolves an unspecified platform, whose
+    ``num_compute_units`` (called by the one-kernel entry) is not implemented. Only the
+    interpreter backend of a ``single`` side does this; the evidence records it.
+    """
+    platforms = importlib.import_module("vllm.platforms")
+    cpu = importlib.import_module("vllm.platforms.cpu")
+    setattr(platforms, "_current_platform", cpu.CpuPlatform())  # noqa: B010
+    return "vllm.platforms.cpu.CpuPlatform (set by the kernel child: Triton interpreter)"
+
+
+Observer = SplitObserver | SingleObserver
+DISPATCH_KEYS = {"split": "split", "single": "single"}
+
+
 # --- running cases --------------------------------------------------------------------------
 
 
@@ -301,11 +428,12 @@ def _driver_version() -> str | None:
         return None
 
 
-def run_case(torch: Any, module: Any, observer: SplitObserver, backend: str, num_sm: int,
+def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: int,
              case: dict[str, Any], logits_bytes: bytes, p_bytes: bytes,
              repeats: int) -> tuple[bytes, dict[str, Any]]:
     batch, vocab = int(case["batch"]), int(case["vocab"])
-    if batch > int(module._SPLIT_MAX_BATCH):
+    split = isinstance(observer, SplitObserver)
+    if split and batch > int(module._SPLIT_MAX_BATCH):
         raise ChildError(f"case {case['id']}: batch {batch} does not take the split path")
     host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
     host_logits = host_logits.reshape(batch, vocab)
@@ -348,10 +476,13 @@ def run_case(torch: Any, module: Any, observer: SplitObserver, backend: str, num
         p = host_p.clone()
         started = time.perf_counter()
         with observer:
-            module._apply_topp_split(logits, None, p, float("-inf"), num_sm)
+            if split:
+                module._apply_topp_split(logits, None, p, float("-inf"), num_sm)
+                out = logits
+            else:
+                out = module.apply_top_k_top_p_triton(logits, None, p)
         timings["wall_s"] = round(time.perf_counter() - started, 3)
-        proof = observer.proof(batch, num_sm)
-        out = logits
+        proof = observer.proof(batch, num_sm if split else None)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
     kept = (out != float("-inf")).sum(dim=1).tolist()  # tokens not masked, per row
     record = {
@@ -363,9 +494,10 @@ def run_case(torch: Any, module: Any, observer: SplitObserver, backend: str, num
         "output": f"{case['id']}.out.f32",
         "output_sha256": _sha(out_bytes),
         "kept_counts": [int(k) for k in kept],
-        "split": proof,
+        ("split" if split else "single"): proof,
         "timings": timings,
-        "status": "ok" if proof["proven"] else "split_path_not_proven",
+        "status": "ok" if proof["proven"] else
+        ("split_path_not_proven" if split else "single_path_not_proven"),
     }
     return out_bytes, record
 
@@ -410,6 +542,12 @@ def main(argv: list[str] | None = None) -> int:
 
         if backend == "cuda" and not torch.cuda.is_available():
             raise ChildError("cuda backend: torch sees no CUDA device")
+        dispatch = str(request.get("dispatch", "split"))
+        if dispatch not in DISPATCH_KEYS:
+            raise ChildError(f"unknown dispatch path {dispatch!r}")
+        evidence["dispatch"] = dispatch
+        if dispatch == "single" and backend == "interpreter":
+            evidence["platform"] = cpu_platform_for_interpreter()
         evidence.update(info)
         evidence.update(torch=torch.__version__, triton=triton.__version__,
                         device=_device_info(torch, backend),
@@ -421,7 +559,12 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(10**6)
         cases_path = Path(request["cases"])
         index = json.loads(cases_path.read_text(encoding="utf-8"))
-        observer = SplitObserver(module)
+        observer: Observer
+        try:
+            observer = SplitObserver(module) if dispatch == "split" else SingleObserver(module)
+        except AttributeError as err:
+            evidence["declared_path_missing"] = True
+            raise ChildError(f"the kernel module has no {dispatch} path ({err})") from None
         records = []
         for case in index["cases"]:
             logits_bytes, p_bytes = read_case(cases_path.parent, case)
@@ -436,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         evidence["status"] = "ok" if not failed else "failed"
         _write_json(evidence_path, evidence)
         if failed:
-            print(f"split path not proven for case {failed[0]}", file=sys.stderr)
+            print(f"{dispatch} path not proven for case {failed[0]}", file=sys.stderr)
             return EXIT_CASE_FAILED
         return 0
     except ChildError as err:

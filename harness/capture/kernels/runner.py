@@ -141,13 +141,15 @@ def _tail(path: Path) -> str:
 
 def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path,
              out_dir: Path, timeout_s: float, *, repeats: int = 0,
-             fault: str | None = None) -> SideResult:
+             fault: str | None = None, dispatch: str = "split") -> SideResult:
     """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
 
     ``tree`` must already be verified (``harness.capture.sources.resolve_tree``). ``repeats`` adds
     timed CUDA calls after the observed one. ``fault`` (``abort`` or ``hang``) is for the
     test suite only: it is passed to the child in ``TOPP_GATE_TEST_FAULT`` and recorded in
-    the result and in the evidence the child starts with.
+    the result and in the evidence the child starts with. ``dispatch`` is the path the
+    child must prove per case: ``split`` (the CUDA split pipeline) or ``single`` (the
+    one-kernel path).
     """
     if backend not in BACKENDS:
         raise KernelRunError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
@@ -166,6 +168,7 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
         "out_dir": str(out_dir.resolve()),
         "placeholders": list(side.placeholders),
         "repeats": int(repeats),
+        "dispatch": dispatch,
     }
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.child-",
                                      dir=out_dir.parent) as scratch:

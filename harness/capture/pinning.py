@@ -1,0 +1,215 @@
+"""``topp-gate sources pin SPEC``: turn a vLLM release, wheel or source checkout into a pin file.
+
+Capture side. A SPEC is one of:
+
+* ``vllm==X.Y.Z``: pip downloads exactly that release's wheel (no dependencies, binary
+  only); its sha256 is recorded;
+* a path to a local ``.whl`` file (a build of your own branch);
+* a path to a local vLLM source tree (a git checkout: its commit and whether it is clean
+  are recorded; a tree that is not a git checkout records ``commit: null, clean: false``).
+
+The kernel's import closure is found by static analysis (:mod:`harness.capture.closure`), each file
+is hashed, and the files are copied into the content-addressed cache
+(``trees/<tree digest>``), so a run or ``sources export`` never needs the SPEC again. A
+wheel is kept in the cache too (``wheels/<sha256>/``). A SPEC without the kernel file is
+refused (exit 2) with one line naming its version.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import SourcesError, UsageError
+from .closure import closure
+from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
+from .sources import KERNEL_PATH, cache_root, sha256_bytes, sha256_file, write_tree
+
+_RELEASE = re.compile(r"^vllm==(\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)?)$")
+_VERSION_PY = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""",
+                         re.MULTILINE)
+# The manylinux tags vLLM's x86_64 wheels have used (pip picks the release's one).
+_PLATFORMS = tuple(f"manylinux_2_{minor}_x86_64" for minor in range(17, 40)) + (
+    "manylinux2014_x86_64", "manylinux1_x86_64")
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """The files of a wheel or a tree: relative POSIX paths and a reader."""
+
+    names: Collection[str]
+    read: Callable[[str], bytes]
+
+
+@dataclass(frozen=True)
+class PinResult:
+    path: Path
+    version: str
+    files: int
+    placeholders: tuple[str, ...]
+    third_party: tuple[str, ...]
+    tree: Path
+
+
+# --- SPEC -> a file set ------------------------------------------------------------------------
+
+
+def download_release(version: str, cache: Path) -> Path:
+    """pip-download ``vllm==version`` (one wheel, no dependencies) into the cache."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pin-download-", dir=cache) as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--dest", tmp, "--disable-pip-version-check", "--quiet"]
+        for platform in _PLATFORMS:
+            cmd += ["--platform", platform]
+        cmd.append(f"vllm=={version}")
+        proc = subprocess.run(cmd, stdout=sys.stderr, check=False)
+        wheels = sorted(Path(tmp).glob("vllm-*.whl"))
+        if proc.returncode != 0 or len(wheels) != 1:
+            raise SourcesError(f"pip could not download the vLLM {version} wheel "
+                               f"(exit {proc.returncode}); check the version and the network")
+        return keep_wheel(wheels[0], cache, move=True)
+
+
+def keep_wheel(wheel: Path, cache: Path, *, move: bool = False) -> Path:
+    """Store a wheel at ``wheels/<sha256>/<name>`` in the cache; return that path."""
+    digest = sha256_file(wheel)
+    final = cache / "wheels" / digest / wheel.name
+    if final.is_file() and sha256_file(final) == digest:
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.tmp")
+    if move:
+        shutil.move(str(wheel), tmp)
+    else:
+        shutil.copyfile(wheel, tmp)
+    os.replace(tmp, final)
+    return final
+
+
+def wheel_version(name: str) -> str:
+    parts = name[: -len(".whl")].split("-")
+    if len(parts) < 5 or parts[0] != "vllm":
+        raise UsageError(f"{name!r} is not a vLLM wheel file name")
+    return parts[1]
+
+
+def tree_files(root: Path) -> FileSet:
+    """Every regular file under ``root`` except git's own, by relative POSIX path."""
+    names = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for filename in filenames:
+            path = Path(dirpath) / filename
+            if path.is_file() and not path.is_symlink():
+                names.append(path.relative_to(root).as_posix())
+
+    def read(rel: str) -> bytes:
+        return (root / rel).read_bytes()
+
+    return FileSet(names, read)
+
+
+def tree_version(root: Path) -> str:
+    """vLLM's version of a checkout: ``vllm/_version.py`` if built, else ``git describe``."""
+    version_py = root / "vllm" / "_version.py"
+    if version_py.is_file():
+        match = _VERSION_PY.search(version_py.read_text("utf-8", "replace"))
+        if match:
+            return match.group(1)
+    described = _git(root, "describe", "--tags", "--always", "--dirty")
+    return described.lstrip("v") if described else "unknown"
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def tree_origin(root: Path) -> dict[str, Any]:
+    """The checkout's commit and clean flag (``git status --porcelain`` prints nothing)."""
+    commit = _git(root, "rev-parse", "HEAD")
+    status = _git(root, "status", "--porcelain") if commit else None
+    return {"kind": SOURCE_TREE, "commit": commit, "clean": commit is not None and status == ""}
+
+
+def _metadata_files(names: Collection[str]) -> list[str]:
+    """The distribution metadata vLLM reads its own version from, when the set has one."""
+    return sorted(n for n in names
+                  if re.fullmatch(r"vllm-[^/]+\.dist-info/METADATA|vllm\.egg-info/PKG-INFO", n))
+
+
+# --- the pin ------------------------------------------------------------------------------------
+
+
+def pin_files(fileset: FileSet, version: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """(path -> sha256, placeholders, third-party packages) of the kernel's closure."""
+    if KERNEL_PATH not in fileset.names:
+        raise SourcesError(f"vLLM {version} does not ship {KERNEL_PATH}; nothing to pin")
+    found = closure(fileset.names, fileset.read)
+    paths = set(found.files) | set(_metadata_files(fileset.names))
+    files = {path: sha256_bytes(fileset.read(path)) for path in sorted(paths)}
+    return files, sorted(found.placeholders), sorted(found.third_party)
+
+
+def pin(spec: str, out: Path, *, cache: Path | None = None) -> PinResult:
+    """Write the pin file for ``spec`` to ``out`` (never overwrites) and cache its tree."""
+    if os.path.lexists(out):
+        raise UsageError(f"{out} already exists; a pin file is never overwritten")
+    root = cache_root(cache)
+    release = _RELEASE.match(spec)
+    archive: zipfile.ZipFile | None = None
+    try:
+        if release:
+            wheel = download_release(release.group(1), root)
+        elif spec.endswith(".whl"):
+            if not Path(spec).is_file():
+                raise UsageError(f"wheel {spec} does not exist")
+            wheel = keep_wheel(Path(spec), root)
+        elif Path(spec).is_dir():
+            wheel = None
+        else:
+            raise UsageError(f"SPEC {spec!r} is neither vllm==X.Y.Z, a .whl file nor a "
+                             "source tree directory")
+        if wheel is not None:
+            try:
+                archive = zipfile.ZipFile(wheel)
+            except (zipfile.BadZipFile, OSError) as err:
+                raise SourcesError(f"{wheel}: not a readable wheel ({err})") from None
+            fileset = FileSet(set(archive.namelist()), archive.read)
+            version = wheel_version(wheel.name)
+            origin: dict[str, Any] = {"kind": WHEEL, "wheel": wheel.name,
+                                      "wheel_sha256": sha256_file(wheel)}
+        else:
+            tree = Path(spec).resolve()
+            fileset = tree_files(tree)
+            version = tree_version(tree)
+            origin = tree_origin(tree)
+        files, placeholders, third = pin_files(fileset, version)
+        document = pin_document(version=version, kernel_path=KERNEL_PATH, origin=origin,
+                                files=files, placeholders=placeholders)
+        raw = pin_bytes(document)
+        parsed = parse_pin_file(raw, source=str(out))  # what we write must load
+        tree_path = write_tree(parsed.side("stock"), fileset.read, root / "trees")
+    finally:
+        if archive is not None:
+            archive.close()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_bytes(raw)
+    os.replace(tmp, out)
+    return PinResult(path=out, version=version, files=len(files),
+                     placeholders=tuple(placeholders), third_party=tuple(third), tree=tree_path)
