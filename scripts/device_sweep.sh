@@ -11,8 +11,11 @@
 #   .carry/  sweep-sources.tar.xz ('topp-gate sources export DIR --pin ...' of every pin
 #            the sweep names, as a tar.xz) and the signing key, topp-gate-evidence-2.key
 #            (its public half is committed: evidence/keys/topp-gate-evidence-2.pub)
-# Results in $OUT (the tool returns at most 8 files of 16 MiB): sweep.log (every run's
-# and verify's output, in release order) and the bundles as one tar in 15 MiB parts.
+# Results in $OUT (the tool returns at most 8 files of 16 MiB and 64 MiB in all): sweep.log
+# (every run's and verify's output, in release order) and the bundles as one tar in 15 MiB
+# parts. The 24 bundles make about 72 MB, so the last part stays behind: fetch it with a
+# second call while the machine is warm:
+#   tail -c +62914561 /tmp/sweep-bundles.tar > $OUT/sweep-bundles.tar.part-04
 #
 #   device run: bash scripts/device_sweep.sh   (carry: .whl .carry)
 set -uo pipefail
@@ -22,6 +25,9 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-400}  # seconds per release (run), the call's limit i
 # The working tree carries no .git: the caller names the commit it was copied from
 # (TOPP_GATE_SOURCE_COMMIT, TOPP_GATE_SOURCE_CLEAN), which every receipt records as a claim.
 export TOPP_GATE_SOURCE_COMMIT=${TOPP_GATE_SOURCE_COMMIT:-} TOPP_GATE_SOURCE_CLEAN=${TOPP_GATE_SOURCE_CLEAN:-}
+# A .git the device's copy may hold is not this tree's history (seen: it named the session's
+# first commit, dirty): make git fail there, so the caller's claim is what gets recorded.
+export GIT_DIR=/nonexistent-topp-gate-git
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
