@@ -6,11 +6,11 @@
     .venv/bin/python scripts/affected_releases.py --write README.md  # replace it in place
 
 Reads every bundle under ``evidence/sweep/bundles/*/`` (``--bundles DIR`` to change)
-through ``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``, default
-``evidence/keys/topp-gate-evidence.pub``): signature, receipt schema and file set are
-checked on open, and the rows file is checked against both receipt digests before it is
-read. It does not rerun the oracle and gate: ``topp-gate verify`` does that, and CI runs it
-on every committed bundle.
+through ``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``,
+default ``evidence/keys/topp-gate-evidence-2.pub``, the key that signed the sweep):
+signature, receipt schema and file set are checked on open, and the rows file is checked
+against both receipt digests before it is read. It does not rerun the oracle and gate:
+``topp-gate verify`` does that, and CI runs it on every committed bundle.
 
 One table row per bundle, in release order: the stock release, the dispatch path its
 manifest required and whether the kernel evidence proved it, the forced rows on which
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--bundles", type=Path, default=ROOT / "evidence" / "sweep" / "bundles")
     parser.add_argument("--pubkey", type=Path,
-                        default=ROOT / "evidence" / "keys" / "topp-gate-evidence.pub")
+                        default=ROOT / "evidence" / "keys" / "topp-gate-evidence-2.pub")
     action = parser.add_mutually_exclusive_group()
     action.add_argument("--check", type=Path, metavar="README")
     action.add_argument("--write", type=Path, metavar="README")

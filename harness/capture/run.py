@@ -38,9 +38,9 @@ from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
 from ..core.keys import load_private_key
 from ..core.manifest import SPLIT, Manifest, load_manifest
 from ..core.oracle import numpy_available
-from .provenance import source_revision
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
+from .provenance import source_revision
 from .sources import (
     SIDES,
     Pins,
