@@ -16,22 +16,6 @@
   vllmSources ? null,
 }:
 let
-  # Bundles are directories holding receipt.dsse.json anywhere under evidence/.
-  findBundles =
-    dir: rel:
-    let
-      entries = builtins.readDir dir;
-    in
-    if entries ? "receipt.dsse.json" then
-      [ rel ]
-    else
-      builtins.concatLists (
-        map (
-          n: if entries.${n} == "directory" then findBundles (dir + "/${n}") "${rel}/${n}" else [ ]
-        ) (builtins.attrNames entries)
-      );
-  bundles =
-    if builtins.pathExists (src + "/evidence") then findBundles (src + "/evidence") "evidence" else [ ];
   # The test suite, from a writable copy of the source, with no GPU and no network.
   pytestCheck =
     name: pytestArgs:
@@ -46,21 +30,10 @@ let
     '';
 in
 {
+  # Every committed bundle with the key that signed it, each verified verdict required to be
+  # the one evidence/verdicts.tsv records (0 PASS, 1 STOP): the script CI runs.
   verify-bundles = pkgs.runCommand "topp-gate-verify-bundles" { nativeBuildInputs = [ envs.verifier ]; } ''
-    cd ${src}
-    bundles="${builtins.concatStringsSep " " bundles}"
-    if [ -z "$bundles" ]; then
-      echo "no committed bundle (a directory with receipt.dsse.json) under evidence/" >&2
-      exit 1
-    fi
-    for bundle in $bundles; do
-      echo "verifying $bundle"
-      # verified: 0 (PASS) or 1 (STOP); anything else fails the check
-      if topp-gate verify "$bundle"; then :; else
-        rc=$?
-        if [ "$rc" -ne 1 ]; then exit "$rc"; fi
-      fi
-    done
+    bash ${src}/scripts/verify_committed.sh topp-gate
     touch "$out"
   '';
 
