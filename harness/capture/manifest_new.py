@@ -26,12 +26,15 @@ from typing import Any
 from ..core.bundle import sha256
 from ..core.errors import UsageError
 from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, SINGLE, SPLIT, load_manifest, sha256sum_line
+from ..core.safeio import read_regular_file
 from .pinfile import PinFile, load_pin_file
-from .sources import SIDES, apply_patch, cache_root, resolve_tree
+from .sources import MAX_PATCH_BYTES, SIDES, apply_patch, cache_root, resolve_tree
 
 MATRIX_SCHEMA = "topp-gate/matrix/v1"
 SPLIT_ENTRY = re.compile(rb"^def _apply_topp_split\(", re.MULTILINE)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+MAX_MATRIX_BYTES = 1 << 20
 
 
 def matrix_names() -> list[str]:
@@ -50,7 +53,11 @@ def load_matrix(spec: str) -> dict[str, Any]:
         if not path.is_file():
             raise UsageError(f"--matrix {spec}: neither a predeclared matrix "
                              f"({', '.join(matrix_names())}) nor a file")
-        text, source = path.read_text("utf-8"), str(path)
+        raw = read_regular_file(path, "matrix file", MAX_MATRIX_BYTES)
+        try:
+            text, source = raw.decode("utf-8"), str(path)
+        except UnicodeDecodeError:
+            raise UsageError(f"matrix file {path} is not UTF-8") from None
     try:
         matrix = json.loads(text)
     except json.JSONDecodeError as err:
@@ -95,7 +102,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path) -> dic
         kernel = (tree / side.kernel_path).read_bytes()
     if spec.patch is not None and kernel is not None:
         try:
-            patch_bytes = spec.patch.read_bytes()
+            patch_bytes = read_regular_file(spec.patch, "patch", MAX_PATCH_BYTES)
         except OSError as err:
             raise UsageError(f"cannot read patch {spec.patch}: {err.strerror or err}") from None
         kernel = apply_patch(kernel, patch_bytes, str(pin.data["kernel_path"]))

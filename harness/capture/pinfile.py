@@ -21,6 +21,7 @@ from typing import Any
 from ..core import schema
 from ..core.bundle import sha256
 from ..core.errors import EvidenceDriftError, SourcesError
+from ..core.safeio import read_regular_file
 from .sources import Side, tree_digest
 
 PIN_SCHEMA = "topp-gate/pin/v1"
@@ -100,12 +101,12 @@ def parse_pin_file(raw: bytes, *, source: str = "pin file") -> PinFile:
     return PinFile(data=data, raw=raw, sha256=sha256(raw), source=source)
 
 
+MAX_PIN_FILE_BYTES = 16 << 20  # a pin file lists a few hundred hashes
+
+
 def load_pin_file(path: Path, *, expected_sha256: str | None = None) -> PinFile:
     """Read and parse a pin file; with ``expected_sha256``, refuse any other bytes."""
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise SourcesError(f"cannot read pin file {path}: {err.strerror or err}") from None
+    raw = read_regular_file(path, "pin file", MAX_PIN_FILE_BYTES, error=SourcesError)
     if expected_sha256 is not None and sha256(raw) != expected_sha256:
         raise EvidenceDriftError(f"pin file {path}", expected_sha256, sha256(raw))
     return parse_pin_file(raw, source=str(path))

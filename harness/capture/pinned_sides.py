@@ -15,8 +15,17 @@ from pathlib import Path
 from ..core.bundle import sha256
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 from ..core.manifest import Manifest
+from ..core.safeio import read_regular_file
 from .pinfile import WHEEL, load_pin_file
-from .sources import SIDES, Side, fetch_wheel, patched_side, resolve_tree, verified_wheel
+from .sources import (
+    MAX_PATCH_BYTES,
+    SIDES,
+    Side,
+    fetch_wheel,
+    patched_side,
+    resolve_tree,
+    verified_wheel,
+)
 
 
 def _agree(name: str, key: str, want: str, have: str) -> None:
@@ -58,10 +67,7 @@ def prepare_pinned_sides(manifest: Manifest, *, cache: Path, sources: Path | Non
         tree = resolve_tree(side, cache=cache, sources=sources)
         frozen = manifest.side_patch(name)
         if frozen is not None and patch is not None:
-            try:
-                patch_bytes = patch.read_bytes()
-            except OSError as err:
-                raise UsageError(f"cannot read patch {patch}: {err.strerror or err}") from None
+            patch_bytes = read_regular_file(patch, "patch", MAX_PATCH_BYTES)
             if sha256(patch_bytes) != frozen["sha256"]:
                 raise EvidenceDriftError(f"patch file {patch.name} (vs frozen manifest)",
                                          frozen["sha256"], sha256(patch_bytes))

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
+from ..core.safeio import read_regular_file
 
 SIDES = ("stock", "patched")
 KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
@@ -43,6 +44,8 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 # --- hashing --------------------------------------------------------------------------------
+
+MAX_PATCH_BYTES = 16 << 20  # a unified diff of one kernel file
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -499,10 +502,7 @@ def user_candidate(pins: Pins, patch_file: Path, *, cache: Path,
     """Stock plus a user's patch file: the candidate side and its verified tree."""
     stock = pins.side("stock")
     stock_tree = resolve_tree(stock, cache=cache, sources=sources)
-    try:
-        patch_bytes = patch_file.read_bytes()
-    except OSError as err:
-        raise UsageError(f"cannot read patch {patch_file}: {err.strerror or err}") from None
+    patch_bytes = read_regular_file(patch_file, "patch", MAX_PATCH_BYTES)
     kernel = (stock_tree / stock.kernel_path).read_bytes()
     if sha256_bytes(kernel) != stock.kernel_sha256:  # re-read after verification
         raise EvidenceDriftError("stock kernel", stock.kernel_sha256, sha256_bytes(kernel))

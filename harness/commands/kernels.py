@@ -13,8 +13,12 @@ import sys
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
+from ..core.safeio import read_regular_file
 
 CASE_ID = "batch"
+
+# one batch of at most 64 rows of at most 262144 float32 values
+MAX_INPUT_BYTES = 64 * 262144 * 4
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,7 +52,7 @@ def _p_bytes(text: str, batch: int) -> bytes:
 
     path = Path(text)
     if path.is_file():
-        data = path.read_bytes()
+        data = read_regular_file(path, "p file", MAX_INPUT_BYTES)
         values = decode(data)
         if len(values) != batch:
             raise UsageError(f"{path}: {len(values)} p values for {batch} rows")
@@ -70,10 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out.exists():
         raise UsageError(f"{args.out} already exists; refusing to overwrite")
-    try:
-        logits = args.logits.read_bytes()
-    except OSError as err:
-        raise UsageError(f"cannot read {args.logits}: {err.strerror or err}") from None
+    logits = read_regular_file(args.logits, "logits file", MAX_INPUT_BYTES)
     batch = len(rows(logits, args.vocab))
     if batch > HARD_MAX_BATCH:
         raise UsageError(f"batch {batch} is over {HARD_MAX_BATCH}: the split path needs <= 64")
