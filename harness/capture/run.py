@@ -371,7 +371,11 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         evidence = {name: json.dumps(r.evidence or {"status": r.status, "reason": r.reason},
                                      indent=2, sort_keys=True).encode() + b"\n"
                     for name, r in results.items()}
-        reports = _reports(manifest, backend, rows, result, results, cases_raw)
+        # the report reads the evidence exactly as the receipt will record it (verify
+        # regenerates report.md from the receipt's copy and requires the same bytes)
+        reports = _reports(manifest, backend, rows, result,
+                           {name: json.loads(data) for name, data in evidence.items()},
+                           cases_raw)
         timings["total_s"] = round(time.monotonic() - started, 3)
         content = BundleContent(
             manifest=manifest.raw,
@@ -420,14 +424,14 @@ def _change_sha256(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]]) -
 
 
 def _reports(manifest: Manifest, backend: str, rows: list[dict[str, Any]],
-             result: dict[str, Any], results: Mapping[str, SideResult],
+             result: dict[str, Any], evidence: Mapping[str, Any],
              cases_raw: bytes) -> dict[str, bytes]:
     from ..core.report import ReportInputs, render_markdown
     from .report_png import render_png
 
     inputs = ReportInputs(manifest_name=manifest.name, backend=backend, rows=rows,
                           verdict=result,
-                          evidence={n: r.evidence for n, r in results.items()},
+                          evidence=dict(evidence),
                           cases=json.loads(cases_raw))
     reports = {"report.md": render_markdown(inputs).encode("utf-8")}
     try:

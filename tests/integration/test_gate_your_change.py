@@ -38,9 +38,11 @@ def _manifest(tmp_path: Path, name: str, stock: str, patched: str, *extra: str) 
     return out
 
 
-def _run(manifest: Path, out: Path, *extra: str) -> int:
-    return main(["run", "--manifest", str(manifest), "--out", str(out),
-                 "--key", str(KEYS / "test-only-signing.key"), *extra])
+def _run(manifest: Path, out: Path, key: Path, *extra: str) -> int:
+    """``key``: the ``signing_key`` fixture, a 0600 copy (``run`` refuses a key others may
+    read, and git checks the committed test key out as 0644)."""
+    return main(["run", "--manifest", str(manifest), "--out", str(out), "--key", str(key),
+                 *extra])
 
 
 def _verify(bundle: Path, manifest: Path) -> int:
@@ -57,10 +59,11 @@ def _forced(bundle: Path) -> list[dict]:
     return [row for row in rows if row["kind"] == "forced"]
 
 
-def test_a_pre_split_release_proves_the_single_path_and_keeps_the_forced_token(tmp_path):
+def test_a_pre_split_release_proves_the_single_path_and_keeps_the_forced_token(
+        tmp_path, signing_key):
     manifest = _manifest(tmp_path, "single", "0.24.0", "0.33.0")
     out = tmp_path / "bundle"
-    assert _run(manifest, out) == 0
+    assert _run(manifest, out, signing_key) == 0
     predicate = _receipt(out)
     assert all(case["paths"] == {"stock": "single", "patched": "split"}
                for case in predicate["cases"])
@@ -75,10 +78,11 @@ def test_a_pre_split_release_proves_the_single_path_and_keeps_the_forced_token(t
     assert _verify(out, manifest) == 0
 
 
-def test_a_split_release_loses_the_forced_token_and_the_fix_keeps_exactly_one(tmp_path):
+def test_a_split_release_loses_the_forced_token_and_the_fix_keeps_exactly_one(
+        tmp_path, signing_key):
     manifest = _manifest(tmp_path, "split", "0.30.0", "0.33.0")
     out = tmp_path / "bundle"
-    assert _run(manifest, out) == 0  # stock's failures are diagnostics, never a stop
+    assert _run(manifest, out, signing_key) == 0  # stock's failures are diagnostics, never a stop
     by_label = {row["row"]: row for row in _forced(out)}
     assert by_label[0]["diagnostics"]["stock_forced_failures"] == []  # 1e4 keeps it
     assert "forced_token_dropped" in by_label[1]["diagnostics"]["stock_forced_failures"]
@@ -86,7 +90,7 @@ def test_a_split_release_loses_the_forced_token_and_the_fix_keeps_exactly_one(tm
     assert _verify(out, manifest) == 0
 
 
-def test_a_bad_pull_request_reverting_the_fix_stops_on_the_forced_rows(tmp_path):
+def test_a_bad_pull_request_reverting_the_fix_stops_on_the_forced_rows(tmp_path, signing_key):
     cache = cache_root()
     fixed = load_pin_file(PINS / "vllm-0.33.0.json").side("patched")
     broken = load_pin_file(PINS / "vllm-0.30.0.json").side("stock")
@@ -98,19 +102,19 @@ def test_a_bad_pull_request_reverting_the_fix_stops_on_the_forced_rows(tmp_path)
     manifest = _manifest(tmp_path, "bad-pr", "0.33.0", "0.33.0", "--patch", str(patch),
                          "--on", "patched")
     out = tmp_path / "bundle"
-    assert _run(manifest, out, "--patch", str(patch)) == 1
+    assert _run(manifest, out, signing_key, "--patch", str(patch)) == 1
     verdict = _receipt(out)["verdict"]
     assert verdict["verdict"] == "STOP" and "forced_failure" in verdict["reasons"]
     assert _verify(out, manifest) == 0  # verified (the verdict in it is STOP)
     # the patch is frozen: running without it is refused before anything runs
-    assert _run(manifest, tmp_path / "b2") == 2
+    assert _run(manifest, tmp_path / "b2", signing_key) == 2
     assert not (tmp_path / "b2").exists()
 
 
-def test_a_side_that_takes_another_path_than_declared_stops(tmp_path):
+def test_a_side_that_takes_another_path_than_declared_stops(tmp_path, signing_key):
     manifest = _manifest(tmp_path, "wrong-path", "0.24.0", "0.33.0", "--stock-path", "split")
     out = tmp_path / "bundle"
-    assert _run(manifest, out) == 1
+    assert _run(manifest, out, signing_key) == 1
     predicate = _receipt(out)
     assert "split_path_not_taken" in predicate["run_stops"]
     assert all(case["paths"]["stock"] is None for case in predicate["cases"])

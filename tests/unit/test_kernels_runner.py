@@ -34,6 +34,21 @@ def test_a_child_on_a_broken_tree_is_a_kernel_crash(tmp_path):
     assert result.evidence is not None and result.evidence["status"] == "started"
 
 
+def test_relative_paths_reach_the_child_from_its_own_working_directory(tmp_path,
+                                                                      monkeypatch):
+    """The child runs in a scratch folder: every path it is given must still resolve (a
+    relative --out once made it look for its request under the wrong folder)."""
+    side = sources.load_pins().side("stock")
+    (tmp_path / "tree").mkdir()
+    _cases(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = run_side(side, Path("tree"), "interpreter", 2, Path("cases.json"),
+                      Path("runs/out"), timeout_s=120)
+    assert result.status == "kernel_crash"  # an empty tree: the child got as far as vllm
+    assert "No module named 'vllm" in result.stderr_tail, result.stderr_tail
+    assert "request.json" not in result.stderr_tail
+
+
 def test_runner_refuses_bad_arguments(tmp_path):
     side = sources.load_pins().side("stock")
     with pytest.raises(KernelRunError, match="backend"):

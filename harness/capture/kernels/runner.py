@@ -170,8 +170,9 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
         "repeats": int(repeats),
         "dispatch": dispatch,
     }
+    # absolute: the child runs with the scratch folder as its working directory
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.child-",
-                                     dir=out_dir.parent) as scratch:
+                                     dir=out_dir.resolve().parent) as scratch:
         request_path = Path(scratch) / "request.json"
         request_path.write_text(json.dumps(request, indent=2), encoding="utf-8")
         stderr_path = Path(scratch) / "stderr.txt"
