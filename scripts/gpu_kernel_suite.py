@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import hashlib
 import importlib.util
 import json
 import shutil
@@ -36,6 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.capture import sources  # noqa: E402
 from harness.capture.kernels.runner import run_side  # noqa: E402
+from harness.core.digest import sha256_file  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
 
 CLOSURE_PACKAGES = {"packaging": "packaging", "psutil": "psutil", "zmq": "pyzmq",
@@ -208,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {key: summarize(r) for key, r in results.items()},
         "inputs": {c["id"]: {"batch": c["batch"], "vocab": c["vocab"],
                              "rows": [r["label"] for r in c["rows"]],
-                             "logits_sha256": hashlib.sha256(
-                                 (work / c["logits"]).read_bytes()).hexdigest()}
+                             "logits_sha256": sha256_file(work / c["logits"])}
                    for c in cases},
     }
     report["oracle_counts"] = {c["id"]: oracle_counts(work, c) for c in cases

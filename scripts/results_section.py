@@ -33,7 +33,6 @@ Exit codes: 0 ok (or README up to date), 1 README section differs (``--check``),
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -57,6 +56,7 @@ from harness.core.bundle import (  # noqa: E402
     evidence_name,
     output_name,
 )
+from harness.core.digest import sha256_hex  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.report import (  # noqa: E402
@@ -255,8 +255,7 @@ def _row_inputs(bundle: Bundle, ids: set[str]) -> dict[tuple[str, str], tuple[in
         vocab = int(case["vocab"])
         logits, p = bundle.artifacts.raw(case["logits"]), bundle.artifacts.raw(case["p"])
         for i, row in enumerate(case["rows"]):
-            digest = hashlib.sha256(logits[4 * vocab * i : 4 * vocab * (i + 1)]
-                                    + p[4 * i : 4 * i + 4]).hexdigest()
+            digest = sha256_hex(logits[4 * vocab * i : 4 * vocab * (i + 1)] + p[4 * i : 4 * i + 4])
             out[(case["id"], str(row["label"]))] = (i, digest)
     return out
 

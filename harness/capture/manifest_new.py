@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.bundle import sha256
+from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
-from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, SINGLE, SPLIT, load_manifest, sha256sum_line
+from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, SINGLE, SPLIT, load_manifest
 from .pinfile import PinFile, load_pin_file
 from .sources import SIDES, apply_patch, cache_root, resolve_tree
 
@@ -99,7 +99,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path) -> dic
         except OSError as err:
             raise UsageError(f"cannot read patch {spec.patch}: {err.strerror or err}") from None
         kernel = apply_patch(kernel, patch_bytes, str(pin.data["kernel_path"]))
-        entry["patch"] = {"sha256": sha256(patch_bytes), "kernel_sha256": sha256(kernel)}
+        entry["patch"] = {"sha256": sha256_hex(patch_bytes), "kernel_sha256": sha256_hex(kernel)}
     entry["dispatch"] = spec.dispatch or detect_dispatch(kernel or b"")
     return entry
 

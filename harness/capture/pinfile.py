@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import schema
-from ..core.bundle import sha256
+from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError
 from .sources import Side, tree_digest
 
@@ -97,7 +97,7 @@ def parse_pin_file(raw: bytes, *, source: str = "pin file") -> PinFile:
         raise SourcesError(f"{source}: the file list does not hold the kernel at kernel_sha256")
     if tree_digest(files) != data["tree_sha256"]:
         raise SourcesError(f"{source}: tree_sha256 is not the digest of its file list")
-    return PinFile(data=data, raw=raw, sha256=sha256(raw), source=source)
+    return PinFile(data=data, raw=raw, sha256=sha256_hex(raw), source=source)
 
 
 def load_pin_file(path: Path, *, expected_sha256: str | None = None) -> PinFile:
@@ -106,6 +106,6 @@ def load_pin_file(path: Path, *, expected_sha256: str | None = None) -> PinFile:
         raw = path.read_bytes()
     except OSError as err:
         raise SourcesError(f"cannot read pin file {path}: {err.strerror or err}") from None
-    if expected_sha256 is not None and sha256(raw) != expected_sha256:
-        raise EvidenceDriftError(f"pin file {path}", expected_sha256, sha256(raw))
+    if expected_sha256 is not None and sha256_hex(raw) != expected_sha256:
+        raise EvidenceDriftError(f"pin file {path}", expected_sha256, sha256_hex(raw))
     return parse_pin_file(raw, source=str(path))

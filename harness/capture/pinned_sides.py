@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core.bundle import sha256
+from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 from ..core.manifest import Manifest
 from .pinfile import WHEEL, load_pin_file
@@ -62,9 +62,9 @@ def prepare_pinned_sides(manifest: Manifest, *, cache: Path, sources: Path | Non
                 patch_bytes = patch.read_bytes()
             except OSError as err:
                 raise UsageError(f"cannot read patch {patch}: {err.strerror or err}") from None
-            if sha256(patch_bytes) != frozen["sha256"]:
+            if sha256_hex(patch_bytes) != frozen["sha256"]:
                 raise EvidenceDriftError(f"patch file {patch.name} (vs frozen manifest)",
-                                         frozen["sha256"], sha256(patch_bytes))
+                                         frozen["sha256"], sha256_hex(patch_bytes))
             side, tree = patched_side(side, tree, patch_bytes, cache=cache)
             if side.kernel_sha256 != frozen["kernel_sha256"]:
                 raise EvidenceDriftError(f"{name} kernel after the patch (vs frozen manifest)",

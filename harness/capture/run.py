@@ -32,6 +32,7 @@ from typing import Any
 from .. import __version__
 from ..core.bundle import BundleContent, WrittenBundle, write_bundle
 from ..core.cases_index import check_against_manifest, parse_cases_index
+from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
 from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
@@ -50,7 +51,6 @@ from .sources import (
     kernel_diff,
     load_pins,
     resolve_tree,
-    sha256_bytes,
     user_candidate,
     verified_wheel,
 )
@@ -155,10 +155,10 @@ def prepare_sides(manifest: Manifest, options: RunOptions,
     if options.patch is not None:
         patch_bytes = _read(options.patch, "patch")
         declared = manifest.sources
-        if sha256_bytes(patch_bytes) != declared.get("patch_sha256"):
+        if sha256_hex(patch_bytes) != declared.get("patch_sha256"):
             raise EvidenceDriftError(f"patch file {options.patch.name} (vs frozen manifest)",
                                      str(declared.get("patch_sha256")),
-                                     sha256_bytes(patch_bytes))
+                                     sha256_hex(patch_bytes))
         side, tree = user_candidate(pins, options.patch, cache=cache, sources=options.sources)
         want = declared["sides"]["patched"]["kernel_sha256"]
         if side.kernel_sha256 != want:
@@ -185,14 +185,14 @@ def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes) 
     record = next((c for c in result.evidence.get("cases", []) if c.get("id") == case_id), None)
     if record is None:
         return "unreadable_output"
-    if (record.get("logits_sha256") != sha256_bytes(logits)
-            or record.get("p_sha256") != sha256_bytes(p)):
+    if (record.get("logits_sha256") != sha256_hex(logits)
+            or record.get("p_sha256") != sha256_hex(p)):
         return "input_mismatch"
     try:
         data = (result.out_dir / f"{case_id}.out.f32").read_bytes()
     except OSError:
         return "unreadable_output"
-    if sha256_bytes(data) != record.get("output_sha256"):
+    if sha256_hex(data) != record.get("output_sha256"):
         return "unreadable_output"
     return data
 
@@ -416,7 +416,7 @@ def _change_sha256(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]]) -
     stock, patched = (sides[name] for name in SIDES)
     diff = kernel_diff((stock[1] / stock[0].kernel_path).read_bytes(),
                        (patched[1] / patched[0].kernel_path).read_bytes(), stock[0].kernel_path)
-    return sha256_bytes(diff)
+    return sha256_hex(diff)
 
 
 def _reports(manifest: Manifest, backend: str, rows: list[dict[str, Any]],

@@ -18,7 +18,6 @@ or, without DIR, of the installed package.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -27,6 +26,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from .digest import sha256_hex
 from .errors import UsageError
 
 CORE_TREE = "topp-gate/core-tree/v1"
@@ -50,9 +50,9 @@ def _skipped(name: str) -> bool:
 
 def digest_lines(files: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
     """The digest of ``(relative path, bytes)`` pairs, with the number of files."""
-    lines = sorted(rel.encode("utf-8") + b"\0" + hashlib.sha256(data).hexdigest().encode()
-                   + b"\n" for rel, data in files)
-    return {"sha256": hashlib.sha256(b"".join(lines)).hexdigest(), "files": len(lines)}
+    lines = sorted(rel.encode("utf-8") + b"\0" + sha256_hex(data).encode() + b"\n"
+                   for rel, data in files)
+    return {"sha256": sha256_hex(b"".join(lines)), "files": len(lines)}
 
 
 def _installed(node: Traversable, prefix: str = "") -> Iterator[tuple[str, bytes]]:

@@ -33,7 +33,6 @@ unexpected exceptions are wrapped too (fail closed).
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -62,10 +61,10 @@ from .bundle import (
     mask_decode,
     output_name,
     rows_bytes,
-    sha256,
     xz_decompress,
     zlib_decompress,
 )
+from .digest import parse_sha256sum_line, sha256_hex
 from .errors import (
     BindingMismatchError,
     HarnessError,
@@ -100,7 +99,6 @@ def _mask_coded_cap(raw_size: int) -> int:
     """Largest f32mask stream for ``raw_size`` output bytes: header, a code per value,
     and every value listed."""
     return 12 + raw_size // 4 + raw_size
-_SHA256_LINE = re.compile(r"([0-9a-f]{64})(?:[ \t].*)?\n?", re.DOTALL)
 
 
 class VerificationInternalError(VerificationError):
@@ -187,11 +185,11 @@ def read_frozen_hash(path: Path) -> str:
     try:
         if path.name.endswith(".sha256"):
             text = read_regular_file(path, "--frozen-manifest", MAX_FROZEN_HASH_BYTES)
-            match = _SHA256_LINE.fullmatch(text.decode("utf-8", "replace"))
-            if match is None:
+            line = parse_sha256sum_line(text.decode("utf-8", "replace"))
+            if line is None:
                 raise UsageError(f"--frozen-manifest {path} is not a sha256sum line")
-            return match.group(1)
-        actual = sha256(read_manifest_bytes(path))
+            return line[0]
+        actual = sha256_hex(read_manifest_bytes(path))
         frozen = frozen_sha256(path)
     except UsageError:
         raise
@@ -240,7 +238,7 @@ class _Artifacts:
             raise MalformedEvidenceError(f"receipt has no subject {name!r}")
         ann = subject["annotations"]
         data = self.bundle.read(ann["stored"], exact_size=ann["stored_size"])
-        found = sha256(data)
+        found = sha256_hex(data)
         if found != ann["stored_sha256"]:
             raise BindingMismatchError(f"sha256 of stored {ann['stored']}",
                                        ann["stored_sha256"], found)
@@ -261,7 +259,7 @@ class _Artifacts:
         del data
         if len(raw) != size:
             raise BindingMismatchError(f"size of {name}", str(size), str(len(raw)))
-        found = sha256(raw)
+        found = sha256_hex(raw)
         if found != subject["digest"]["sha256"]:
             raise BindingMismatchError(f"sha256 of {name}", subject["digest"]["sha256"], found)
         return raw
@@ -400,9 +398,9 @@ def _layout(artifacts: _Artifacts, predicate: dict[str, Any], manifest: Any) -> 
     digest = artifacts.digest(CASES)
     if predicate["hashes"]["case_matrix"] != digest:
         raise BindingMismatchError("case matrix hash", predicate["hashes"]["case_matrix"], digest)
-    if digest != sha256(expected):
+    if digest != sha256_hex(expected):
         raise BindingMismatchError(f"{CASES} vs the case layout the manifest implies",
-                                   sha256(expected), digest, said_by="the manifest")
+                                   sha256_hex(expected), digest, said_by="the manifest")
     if _plain(artifacts, CASES, len(expected)) != expected:  # pragma: no cover - sha256
         raise BindingMismatchError(CASES, "the manifest's case layout", "different bytes")
     recorded = [c["id"] for c in predicate["cases"]]
@@ -766,7 +764,7 @@ def _check_report(artifacts: _Artifacts, manifest: Any, layout: list[Any],
     expected = render_markdown(inputs).encode("utf-8")
     if data != expected:
         raise BindingMismatchError(f"{REPORT_MD} vs the report regenerated from the verified "
-                                   "results", sha256(expected), sha256(data),
+                                   "results", sha256_hex(expected), sha256_hex(data),
                                    said_by="the regenerated report")
 
 

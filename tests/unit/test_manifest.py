@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.core import manifest as mf
+from harness.core.digest import sha256_hex, sha256sum_line
 from harness.core.errors import EvidenceDriftError, HarnessError, InvalidPError, LimitError
 from harness.core.f32 import to_float32
 
@@ -39,7 +40,7 @@ def _parse(data: dict) -> mf.Manifest:
 
 
 def _freeze(path: Path) -> None:
-    path.with_name(path.name + ".sha256").write_text(mf.sha256sum_line(path.read_bytes(),
+    path.with_name(path.name + ".sha256").write_text(sha256sum_line(path.read_bytes(),
                                                                         path.name))
 
 
@@ -63,7 +64,7 @@ def test_committed_manifests_validate(path: Path) -> None:
                         cls=jsonschema.Draft202012Validator)
     manifest = mf.parse_manifest(path.read_bytes(), source=path.name)
     assert manifest.name == path.stem
-    assert manifest.sha256 == mf.sha256_hex(path.read_bytes())
+    assert manifest.sha256 == sha256_hex(path.read_bytes())
 
 
 @pytest.mark.parametrize("path", BOTH, ids=lambda p: p.stem)
@@ -120,13 +121,13 @@ def test_frozen_manifest_loads(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(SMOKE.read_bytes())
     _freeze(path)
-    assert mf.load_manifest(path).sha256 == mf.sha256_hex(SMOKE.read_bytes())
+    assert mf.load_manifest(path).sha256 == sha256_hex(SMOKE.read_bytes())
 
 
 def test_binary_mode_sha256sum_line_accepted(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(SMOKE.read_bytes())
-    path.with_name("m.json.sha256").write_text(f"{mf.sha256_hex(path.read_bytes())} *m.json\n")
+    path.with_name("m.json.sha256").write_text(f"{sha256_hex(path.read_bytes())} *m.json\n")
     mf.load_manifest(path)
 
 
@@ -156,7 +157,7 @@ def test_edited_frozen_manifest_refused(tmp_path: Path) -> None:
 def test_bad_hash_file_refused(tmp_path: Path, line: str) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(SMOKE.read_bytes())
-    digest = mf.sha256_hex(path.read_bytes())
+    digest = sha256_hex(path.read_bytes())
     path.with_name("m.json.sha256").write_text(line.format(h=digest, H=digest.upper()))
     with pytest.raises(mf.ManifestNotFrozenError):
         mf.load_manifest(path)

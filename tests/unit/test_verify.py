@@ -80,7 +80,7 @@ def test_frozen_manifest_matching_and_not(good, tmp_path):
     manifest = tmp_path / "synthetic.json"
     raw = (good / "manifest.json").read_bytes()
     manifest.write_bytes(raw)
-    from harness.core.manifest import sha256sum_line
+    from harness.core.digest import sha256sum_line
 
     (tmp_path / "synthetic.json.sha256").write_text(sha256sum_line(raw, "synthetic.json"))
     result = verify_bundle(good, PUB, frozen_manifest=manifest)

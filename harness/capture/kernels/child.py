@@ -38,7 +38,6 @@ value is written into the evidence the child starts with.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import inspect
@@ -52,6 +51,8 @@ import types
 from pathlib import Path
 from typing import Any
 
+from ...core.digest import sha256_hex
+
 KERNEL_MODULE = "vllm.v1.sample.ops.topk_topp_triton"
 EVIDENCE_SCHEMA = "topp-gate/kernel-evidence/v1"
 FAULT_ENV = "TOPP_GATE_TEST_FAULT"
@@ -60,10 +61,6 @@ EXIT_CASE_FAILED = 3  # a case ran but its split-path proof or its input check f
 
 class ChildError(Exception):
     """A one-line reason the child stops; the runner records it as a crash."""
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -117,7 +114,7 @@ def import_kernel(tree: Path, kernel_path: str,
     vllm = sys.modules["vllm"]
     info = {
         "kernel_file": kernel_path,
-        "kernel_sha256": _sha(kernel_file.read_bytes()),
+        "kernel_sha256": sha256_hex(kernel_file.read_bytes()),
         "vllm_version": getattr(vllm, "__version__", None),
         "vllm_dist_version": dist_version,
         "vllm_modules_loaded": len(vllm_modules),
@@ -489,10 +486,10 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
         "id": case["id"],
         "batch": batch,
         "vocab": vocab,
-        "logits_sha256": _sha(logits_bytes),
-        "p_sha256": _sha(p_bytes),
+        "logits_sha256": sha256_hex(logits_bytes),
+        "p_sha256": sha256_hex(p_bytes),
         "output": f"{case['id']}.out.f32",
-        "output_sha256": _sha(out_bytes),
+        "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
         ("split" if split else "single"): proof,
         "timings": timings,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import json
 import os
 import signal
@@ -30,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ...core.digest import sha256_file
 from ...core.errors import KernelRunError
 from ..sources import Side
 from .child import FAULT_ENV
@@ -104,10 +104,6 @@ def _child_env(backend: str, fault: str | None) -> dict[str, str]:
     return env
 
 
-def _sha_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
                    evidence: dict[str, Any] | None) -> str:
     """Why the child's results are unusable, or '' when they are complete and consistent."""
@@ -126,7 +122,7 @@ def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
         path = out_dir / f"{case['id']}.out.f32"
         if not path.is_file() or path.stat().st_size != 4 * case["batch"] * case["vocab"]:
             return f"case {case['id']}: output file missing or of the wrong size"
-        if _sha_file(path) != record.get("output_sha256"):
+        if sha256_file(path) != record.get("output_sha256"):
             return f"case {case['id']}: output bytes differ from the recorded sha256"
     return ""
 
