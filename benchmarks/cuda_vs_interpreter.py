@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness.core.digest import sha256_hex  # noqa: E402
-from harness.core.names import SIDES  # noqa: E402
+from harness.core.names import SIDES, SPLIT  # noqa: E402
 
 DEFAULT_BUNDLE = ROOT / "evidence" / "bundles" / "h200-forced-logit-gate-cuda-20261129"
 DEFAULT_PUBKEY = ROOT / "evidence" / "keys" / "topp-gate-evidence.pub"
@@ -232,7 +232,7 @@ def write_cases(dest: Path, cases: Sequence[Built]) -> Path:
 def cuda_split(evidence: dict[str, Any], case_id: str) -> dict[str, Any]:
     for record in evidence.get("cases", []):
         if record.get("id") == case_id:
-            return dict(record.get("split") or {})
+            return dict(record.get(SPLIT) or {})
     return {}
 
 
@@ -285,7 +285,7 @@ def compare(view: Any, built: Sequence[Built], ran: dict[str, Any],
             cuda_s = cuda_split(cuda_evidence[side], c.source_layout.id).get("slices")
             record = next((r for r in (result.evidence or {}).get("cases", [])
                            if r.get("id") == c.layout.id), None)
-            interp_s = (record or {}).get("split", {}).get("slices")
+            interp_s = (record or {}).get(SPLIT, {}).get("slices")
             if not result.ok or record is None:
                 problems.append(f"{c.layout.id} {side}: interpreter {result.status}: "
                                 f"{result.reason}")

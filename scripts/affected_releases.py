@@ -43,6 +43,7 @@ if str(ROOT) not in sys.path:
 from harness.core.bundle import MANIFEST, RECEIPT, ROWS  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.names import FORCED, SPLIT  # noqa: E402
 from harness.core.verify import case_paths, open_bundle  # noqa: E402
 
 BEGIN = "<!-- affected:begin -->"
@@ -94,8 +95,8 @@ def release_row(path: Path, public_key: Any) -> ReleaseRow:
         raise AffectedError(f"bundle {path.name}: {err}") from None
     predicate = view.statement["predicate"]
     sides = predicate["hashes"]["sources"]
-    declared = manifest["sources"]["sides"]["stock"].get("dispatch", "split")
-    forced = [row for row in rows if row.get("kind") == "forced"]
+    declared = manifest["sources"]["sides"]["stock"].get("dispatch", SPLIT)
+    forced = [row for row in rows if row.get("kind") == FORCED]
     results = predicate.get("environment", {}).get("side_results", {})
     errors = tuple(f"{side}: {result.get('status')}: {result.get('reason')}"
                    for side, result in sorted(results.items())

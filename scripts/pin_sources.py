@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO))
 from harness.capture import sources  # noqa: E402
 from harness.capture.closure import closure as kernel_closure  # noqa: E402
 from harness.core.digest import sha256_hex  # noqa: E402
+from harness.core.names import SIDES  # noqa: E402
 
 PINS = REPO / "harness" / "data" / "pins.json"
 
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     pins = sources.parse_pins(raw)
     new = dict(raw)
     kernels = {}
-    for name in sources.SIDES:
+    for name in SIDES:
         side = pins.side(name)
         entry, third = pin_side(side, cache)
         new["sides"][name] = entry

@@ -52,16 +52,14 @@ from harness.core.bundle import (  # noqa: E402
     MANIFEST,
     RECEIPT,
     ROWS,
-    SIDES,
     evidence_name,
     output_name,
 )
 from harness.core.digest import sha256_hex  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.names import FORCED, ORDINARY, SIDES  # noqa: E402
 from harness.core.report import (  # noqa: E402
-    FORCED,
-    ORDINARY,
     ReportInputs,
     device_name,
     exact_keeps,
@@ -182,7 +180,7 @@ def _envelope_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def _diagnostic_line(summary: Mapping[str, Any]) -> str:
     parts = []
-    for kind in ("ordinary", "forced"):
+    for kind in (ORDINARY, FORCED):
         for side in SIDES:
             d = summary["diagnostics"][kind][side]
             parts.append(f"{kind} {side} exact {d['exact']}/{d['judged']}, minimal "

@@ -47,8 +47,6 @@ from ..core.digest import sha256_hex
 from ..core.errors import InvalidPError, NonFiniteLogitError, UsageError
 from ..core.f32 import runtime_p
 from ..core.manifest import (
-    FORCED,
-    ORDINARY,
     CaseLayout,
     Manifest,
     case_layout,
@@ -56,6 +54,7 @@ from ..core.manifest import (
     float32_step,
     forced_grid,
 )
+from ..core.names import FORCED, ORDINARY
 from ..core.oracle import Certified, reference
 
 F32 = torch.float32

@@ -25,9 +25,10 @@ from typing import Any
 
 from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
-from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, SINGLE, SPLIT, load_manifest
+from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, load_manifest
+from ..core.names import SIDES, SINGLE, SPLIT
 from .pinfile import PinFile, load_pin_file
-from .sources import SIDES, apply_patch, cache_root, resolve_tree
+from .sources import apply_patch, cache_root, resolve_tree
 
 MATRIX_SCHEMA = "topp-gate/matrix/v1"
 SPLIT_ENTRY = re.compile(rb"^def _apply_topp_split\(", re.MULTILINE)

@@ -15,8 +15,9 @@ from pathlib import Path
 from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 from ..core.manifest import Manifest
+from ..core.names import PIN_FILE_COPIED_FIELDS, SIDES
 from .pinfile import WHEEL, load_pin_file
-from .sources import SIDES, Side, fetch_wheel, patched_side, resolve_tree, verified_wheel
+from .sources import Side, fetch_wheel, patched_side, resolve_tree, verified_wheel
 
 
 def _agree(name: str, key: str, want: str, have: str) -> None:
@@ -28,7 +29,7 @@ def pinned_side(manifest: Manifest, name: str) -> Side:
     """The side ``name`` from its pin file, after checking it against the manifest."""
     entry = manifest.sources["sides"][name]
     pin = load_pin_file(manifest.pin_path(name), expected_sha256=str(entry["pin_sha256"]))
-    for key in ("version", "kernel_sha256", "tree_sha256"):
+    for key in PIN_FILE_COPIED_FIELDS:
         _agree(name, key, str(entry[key]), str(pin.data[key]))
     return pin.side(name)
 

@@ -37,13 +37,13 @@ from ..core.errors import EvidenceDriftError, UsageError
 from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
 from ..core.keys import load_private_key
-from ..core.manifest import SPLIT, Manifest, load_manifest
+from ..core.manifest import Manifest, load_manifest
+from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from ..core.oracle import numpy_available
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
 from .provenance import source_revision
 from .sources import (
-    SIDES,
     Pins,
     Side,
     cache_root,
@@ -110,7 +110,7 @@ def check_pins_match(manifest: Manifest, pins: Pins, patch: Path | None) -> None
             continue
         want = declared["sides"][name]
         have = pins.side(name)
-        for key in ("version", "wheel", "wheel_sha256", "kernel_sha256"):
+        for key in WHEEL_PIN_FIELDS:
             if str(want[key]) != str(getattr(have, key)):
                 raise EvidenceDriftError(f"{name} {key} (manifest vs pins.json)",
                                          str(want[key]), str(getattr(have, key)))
@@ -197,14 +197,6 @@ def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes) 
     return data
 
 
-def _path_proven(result: SideResult, case_id: str, dispatch: str) -> bool:
-    """Whether the side's evidence proves its declared path (``split``/``single``) for a case."""
-    for record in (result.evidence or {}).get("cases", []):
-        if record.get("id") == case_id:
-            return bool(record.get(dispatch, {}).get("proven"))
-    return False
-
-
 def _split_path_failed(results: Mapping[str, SideResult], dispatch: Mapping[str, str]) -> bool:
     """Whether any side recorded a case whose declared path it could not prove, or found
     no such path in its kernel module.
@@ -213,8 +205,7 @@ def _split_path_failed(results: Mapping[str, SideResult], dispatch: Mapping[str,
     kernel_crash).
     """
     return any((result.evidence or {}).get("declared_path_missing") is True
-               or any(not record.get(dispatch[name], {}).get("proven")
-                      for record in (result.evidence or {}).get("cases", []))
+               or not all(proven_cases(result.evidence, dispatch[name]).values())
                for name, result in results.items())
 
 
@@ -337,14 +328,15 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         split_path: dict[str, bool] = {}
         paths: dict[str, dict[str, str | None]] = {}
         case_bytes: list[CaseBytes] = []
+        proven = {name: proven_cases(results[name].evidence, dispatch[name]) for name in SIDES}
         for case in layout:
             logits = (work / case.logits_path).read_bytes()
             p = (work / case.p_path).read_bytes()
             inputs[case.logits_path], inputs[case.p_path] = logits, p
             for name in SIDES:
                 outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
-            paths[case.id] = {n: dispatch[n] if _path_proven(results[n], case.id, dispatch[n])
-                              else None for n in SIDES}
+            paths[case.id] = {n: dispatch[n] if proven[n].get(case.id, False) else None
+                              for n in SIDES}
             split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)
             case_bytes.append(CaseBytes(
                 case.id, case.vocab,

@@ -35,8 +35,8 @@ from typing import Any
 
 from ..core.digest import is_sha256, sha256_file, sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
+from ..core.names import SIDES
 
-SIDES = ("stock", "patched")
 KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
 
 

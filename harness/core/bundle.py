@@ -51,6 +51,7 @@ from . import dsse, provenance, receipt
 from .digest import sha256_hex
 from .errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
 from .keys import keyid
+from .names import SIDES
 
 LAYOUT = "topp-gate/bundle/v1"
 MANIFEST = "manifest.json"
@@ -58,7 +59,6 @@ CASES = "cases.json"
 ROWS = "results/rows.json"
 RECEIPT = "receipt.json"
 ENVELOPE = "receipt.dsse.json"
-SIDES = ("stock", "patched")
 SIGNATURE_FILES = (RECEIPT, ENVELOPE)
 MAX_ENVELOPE_BYTES = 16 << 20  # 36x the H200 receipt's envelope (405 rows)
 

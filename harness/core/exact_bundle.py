@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .bundle import CASES, SIDES
+from .bundle import CASES
 from .cases_index import parse_cases_index
 from .errors import MalformedEvidenceError
 from .exact import ExactCount, ExactOutcome, RowTask, exact_rows, outcome_json
 from .f32 import FLOAT32_BYTES, decode
+from .names import SIDES
 from .verify import BundleView
 
 AGREE = "agree"

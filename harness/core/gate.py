@@ -33,11 +33,8 @@ from typing import Any
 
 from .errors import UsageError
 from .f32 import hexf
+from .names import FORCED, ROW_KINDS
 from .oracle import Ambiguous, Certified, OracleOutcome
-
-FORCED = "forced"
-ORDINARY = "ordinary"
-ROW_KINDS = (FORCED, ORDINARY)
 
 # Side statuses: what the kernel runner could say about one side's output for a row.
 OK = "ok"

@@ -31,22 +31,17 @@ from . import schema
 from .digest import parse_sha256sum_line, sha256_hex
 from .errors import EvidenceDriftError, InvalidInputError, LimitError
 from .f32 import runtime_p, to_float32
+from .names import BOUNDARY, FORCED, ORDINARY, SPLIT
 from .safeio import read_regular_file
 from .strictjson import no_duplicate_keys
 
 SCHEMA = "topp-gate/manifest/v1"
 SCHEMA_V2 = "topp-gate/manifest/v2"  # sides by pin file, a patch on either side, dispatch paths
-SPLIT = "split"  # the CUDA split top-p pipeline (_apply_topp_split)
-SINGLE = "single"  # the one-kernel path (_topk_topp_kernel)
-DISPATCH_PATHS = (SPLIT, SINGLE)
 SCHEMA_RESOURCE = "manifest.schema.json"
 HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64
 FROZEN_SUFFIX = ".sha256"
 MAX_MANIFEST_BYTES = 1 << 20  # the H200 matrix is 11 kB; a manifest is never near this
 MAX_FROZEN_HASH_BYTES = 4096
-FORCED = "forced"
-ORDINARY = "ordinary"
-BOUNDARY = "boundary"
 _FLOAT32_MAX_KEY = 0x7F7FFFFF  # ordered-integer key of the largest finite float32
 
 

@@ -54,7 +54,6 @@ from .bundle import (
     MAX_ENVELOPE_BYTES,
     RECEIPT,
     ROWS,
-    SIDES,
     BundleDir,
     check_path,
     evidence_name,
@@ -74,6 +73,7 @@ from .errors import (
 )
 from .judge import default_workers
 from .keys import keyid
+from .names import PIN_FILE_FIELDS, SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from .safeio import read_regular_file
 from .strictjson import loads_strict
 
@@ -470,18 +470,14 @@ def _bound_json(artifacts: _Artifacts, predicate: dict[str, Any]) -> None:
             raise MalformedEvidenceError(f"receipt records {side} evidence but names no {name}")
 
 
-PIN_FIELDS = ("version", "wheel", "wheel_sha256", "kernel_sha256")
-PIN_FIELDS_V2 = ("pin_sha256", "version", "kernel_sha256")
-
-
 def _expected_pin(manifest: Any, side: str) -> dict[str, Any]:
     """What the receipt must record for ``side``: version 1, the manifest's wheel pins;
     version 2, the pin file's sha256, version and kernel (after the frozen patch, if any),
     and the tree digest of an unpatched side."""
     entry = manifest.sources["sides"][side]
     if not manifest.pinned_by_file:
-        return {key: entry[key] for key in PIN_FIELDS}
-    expected = {key: entry[key] for key in PIN_FIELDS_V2}
+        return {key: entry[key] for key in WHEEL_PIN_FIELDS}
+    expected = {key: entry[key] for key in PIN_FILE_FIELDS}
     patch = manifest.side_patch(side)
     if patch is None:
         expected["tree_sha256"] = entry["tree_sha256"]
@@ -517,15 +513,6 @@ def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
                                        pins["kernel_sha256"], str(imported))
 
 
-def _proven_cases(evidence: Any, dispatch: str = "split") -> dict[str, bool]:
-    """Case id -> whether that side's signed evidence proves its path (``split`` or
-    ``single``) for it."""
-    if not isinstance(evidence, dict) or not isinstance(evidence.get("cases"), list):
-        return {}
-    return {str(record.get("id")): bool((record.get(dispatch) or {}).get("proven"))
-            for record in evidence["cases"] if isinstance(record, dict)}
-
-
 # What the runner records for a side whose child wrote no evidence at all (run.py)
 _NO_EVIDENCE_KEYS = {"status", "reason"}
 _NO_OUTPUT_STATUSES = ("timeout", "kernel_crash")
@@ -552,7 +539,7 @@ def case_paths(entry: dict[str, Any]) -> dict[str, str | None]:
     paths = entry.get("paths")
     if isinstance(paths, dict):
         return {side: paths.get(side) for side in SIDES}
-    return {side: "split" if entry["split_path"] else None for side in SIDES}
+    return {side: SPLIT if entry["split_path"] else None for side in SIDES}
 
 
 def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
@@ -564,7 +551,7 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     for side in SIDES:
         evidence = predicate["kernel_path"][side]
         _check_backend(side, evidence, required, [c[side] for c in predicate["cases"]])
-        proven[side] = _proven_cases(evidence, manifest.dispatch(side))
+        proven[side] = proven_cases(evidence, manifest.dispatch(side))
     must_split = bool(manifest.backend.get("split_path_required", True))
     for entry in predicate["cases"]:
         case_id = entry["id"]
@@ -579,7 +566,7 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
             raise MalformedEvidenceError(f"case {case_id}: paths in a version 1 receipt")
         expected = all(proven[side].get(case_id, False) for side in SIDES)
         if manifest.pinned_by_file:
-            expected = expected and all(manifest.dispatch(side) == "split" for side in SIDES)
+            expected = expected and all(manifest.dispatch(side) == SPLIT for side in SIDES)
             proved_declared = all(proven[side].get(case_id, False) for side in SIDES)
         else:
             proved_declared = expected
@@ -707,7 +694,7 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any],
             rows=tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
             logits=logits, p=p, stock=sides["stock"], patched=sides["patched"],
             split_path=entry["split_path"],
-            split_sides=(tuple(paths[side] == "split" for side in SIDES)  # type: ignore[arg-type]
+            split_sides=(tuple(paths[side] == SPLIT for side in SIDES)  # type: ignore[arg-type]
                          if "paths" in entry else None))
         del logits, p, sides  # before the next case is decoded
 

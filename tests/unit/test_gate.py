@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from harness.core import gate
 from harness.core.errors import UsageError
-from harness.core.gate import FORCED, ORDINARY, Row, SideOutput, judge_row, verdict
+from harness.core.gate import Row, SideOutput, judge_row, verdict
+from harness.core.names import FORCED, ORDINARY
 from harness.core.oracle import Certified, reference
 
 NEG = -math.inf

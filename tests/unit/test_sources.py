@@ -15,6 +15,7 @@ import pytest
 from harness.capture import sources
 from harness.core.digest import sha256_file
 from harness.core.errors import EvidenceDriftError, SourcesError, UsageError
+from harness.core.names import SIDES
 
 REPO = Path(__file__).resolve().parents[2]
 PATH = "pkg/kernel.py"
@@ -195,7 +196,7 @@ def wheels() -> dict[str, Path]:
     pins = sources.load_pins()
     cache = sources.cache_root()
     return {name: sources.fetch_wheel(pins.side(name), cache, quiet=True)
-            for name in sources.SIDES}
+            for name in SIDES}
 
 
 @pytest.mark.sources

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.digest import sha256_hex
+from ...core.names import DISPATCH_PATHS, SINGLE, SPLIT
 
 KERNEL_MODULE = "vllm.v1.sample.ops.topk_topp_triton"
 EVIDENCE_SCHEMA = "topp-gate/kernel-evidence/v1"
@@ -380,7 +381,6 @@ def cpu_platform_for_interpreter() -> str:
 
 
 Observer = SplitObserver | SingleObserver
-DISPATCH_KEYS = {"split": "split", "single": "single"}
 
 
 # --- running cases --------------------------------------------------------------------------
@@ -491,7 +491,7 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
         "output": f"{case['id']}.out.f32",
         "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
-        ("split" if split else "single"): proof,
+        (SPLIT if split else SINGLE): proof,
         "timings": timings,
         "status": "ok" if proof["proven"] else
         ("split_path_not_proven" if split else "single_path_not_proven"),
@@ -539,11 +539,11 @@ def main(argv: list[str] | None = None) -> int:
 
         if backend == "cuda" and not torch.cuda.is_available():
             raise ChildError("cuda backend: torch sees no CUDA device")
-        dispatch = str(request.get("dispatch", "split"))
-        if dispatch not in DISPATCH_KEYS:
+        dispatch = str(request.get("dispatch", SPLIT))
+        if dispatch not in DISPATCH_PATHS:
             raise ChildError(f"unknown dispatch path {dispatch!r}")
         evidence["dispatch"] = dispatch
-        if dispatch == "single" and backend == "interpreter":
+        if dispatch == SINGLE and backend == "interpreter":
             evidence["platform"] = cpu_platform_for_interpreter()
         evidence.update(info)
         evidence.update(torch=torch.__version__, triton=triton.__version__,
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         index = json.loads(cases_path.read_text(encoding="utf-8"))
         observer: Observer
         try:
-            observer = SplitObserver(module) if dispatch == "split" else SingleObserver(module)
+            observer = SplitObserver(module) if dispatch == SPLIT else SingleObserver(module)
         except AttributeError as err:
             evidence["declared_path_missing"] = True
             raise ChildError(f"the kernel module has no {dispatch} path ({err})") from None

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from ...core.digest import sha256_file
 from ...core.errors import KernelRunError
+from ...core.names import SPLIT
 from ..sources import Side
 from .child import FAULT_ENV
 
@@ -137,7 +138,7 @@ def _tail(path: Path) -> str:
 
 def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path,
              out_dir: Path, timeout_s: float, *, repeats: int = 0,
-             fault: str | None = None, dispatch: str = "split") -> SideResult:
+             fault: str | None = None, dispatch: str = SPLIT) -> SideResult:
     """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
 
     ``tree`` must already be verified (``harness.capture.sources.resolve_tree``). ``repeats`` adds
