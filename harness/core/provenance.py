@@ -28,6 +28,7 @@ from typing import Any
 
 from .digest import sha256_hex
 from .errors import UsageError
+from .safeio import read_regular_file
 
 CORE_TREE = "topp-gate/core-tree/v1"
 HARNESS_TREE = "topp-gate/harness-tree/v1"
@@ -100,23 +101,8 @@ def _checkout_files(top: Path) -> Iterator[tuple[str, bytes]]:
                 seen += 1
                 if seen > MAX_FILES:
                     raise UsageError(f"{top} holds more than {MAX_FILES} source files")
-                yield rel, _read_regular(Path(entry.path))
-
-
-def _read_regular(path: Path) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as err:
-        raise UsageError(f"cannot open {path}: {err.strerror or err}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{path} is not a regular source file")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
+                yield rel, read_regular_file(Path(entry.path), "source file", MAX_FILE_BYTES,
+                                             follow_link=False)
 
 
 def checkout_digest(root: Path, algorithm: str = CORE_TREE) -> dict[str, Any]:
