@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness.core.bundle import MANIFEST, RECEIPT, ROWS  # noqa: E402
-from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.names import FORCED, SPLIT  # noqa: E402
 from harness.core.verify import case_paths, open_bundle  # noqa: E402
@@ -49,10 +49,6 @@ from harness.core.verify import case_paths, open_bundle  # noqa: E402
 BEGIN = "<!-- affected:begin -->"
 END = "<!-- affected:end -->"
 LOST = ("forced_token_dropped",)
-
-
-class AffectedError(Exception):
-    """Bad input: the section cannot be generated."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +88,7 @@ def release_row(path: Path, public_key: Any) -> ReleaseRow:
         manifest = json.loads(view.raw(MANIFEST))
         rows = json.loads(view.raw(ROWS))
     except (HarnessError, ValueError) as err:
-        raise AffectedError(f"bundle {path.name}: {err}") from None
+        raise SectionInputError(f"bundle {path.name}: {err}") from None
     predicate = view.statement["predicate"]
     sides = predicate["hashes"]["sources"]
     declared = manifest["sources"]["sides"]["stock"].get("dispatch", SPLIT)
@@ -156,7 +152,7 @@ def generate(bundles_dir: Path, display: Path, *, public_key: Any) -> str:
 def split_readme(text: str) -> tuple[str, str, str]:
     """(before, section, after) around the markers."""
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise AffectedError(f"README must hold exactly one {BEGIN} ... {END} pair")
+        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
     start, stop = text.index(BEGIN), text.index(END) + len(END)
     if text[stop : stop + 1] == "\n":
         stop += 1
@@ -184,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(section)
             return 0
         before, current, after = split_readme(target.read_text("utf-8"))
-    except (AffectedError, HarnessError, OSError) as err:
+    except (HarnessError, OSError) as err:
         print(f"affected_releases: {err}", file=sys.stderr)
         return 2
     if args.check is not None:

@@ -56,7 +56,7 @@ from harness.core.bundle import (  # noqa: E402
     output_name,
 )
 from harness.core.digest import sha256_hex  # noqa: E402
-from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.names import FORCED, ORDINARY, SIDES  # noqa: E402
 from harness.core.report import (  # noqa: E402
@@ -76,10 +76,6 @@ DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence.pub")
 DEFAULT_COMPARISON = Path("benchmarks/cuda_vs_interpreter.json")
 
 
-class ResultsError(Exception):
-    """Bad input for the generator: one line, exit 2."""
-
-
 class Artifacts:
     """A bundle's artifacts as its signed receipt names them, read through
     :func:`harness.core.verify.open_bundle`: signature, schema and file set checked on open,
@@ -90,7 +86,7 @@ class Artifacts:
         try:
             self.view: BundleView = open_bundle(path, public_key)
         except HarnessError as err:
-            raise ResultsError(f"bundle {self.name}: {err}") from None
+            raise SectionInputError(f"bundle {self.name}: {err}") from None
         self.subjects = {s["name"]: s for s in self.view.statement["subject"]}
         self.predicate: dict[str, Any] = self.view.statement["predicate"]
 
@@ -99,13 +95,13 @@ class Artifacts:
         try:
             return self.view.raw(name)
         except HarnessError as err:
-            raise ResultsError(f"bundle {self.name}: {err}") from None
+            raise SectionInputError(f"bundle {self.name}: {err}") from None
 
     def json(self, name: str) -> Any:
         try:
             return json.loads(self.raw(name))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ResultsError(f"bundle {self.name}: {name} is not JSON ({err})") from None
+            raise SectionInputError(f"bundle {self.name}: {name} is not JSON ({err})") from None
 
 
 @dataclass(frozen=True)
@@ -313,16 +309,16 @@ def load_comparison(path: Path) -> Comparison:
     try:
         document = json.loads(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ResultsError(f"{path} is not JSON ({err})") from None
+        raise SectionInputError(f"{path} is not JSON ({err})") from None
     if not isinstance(document, dict) or document.get("schema") != COMPARISON_SCHEMA:
-        raise ResultsError(f"{path}: not a {COMPARISON_SCHEMA} document "
+        raise SectionInputError(f"{path}: not a {COMPARISON_SCHEMA} document "
                            "(benchmarks/cuda_vs_interpreter.py --json)")
     rows, problems = document.get("rows"), document.get("problems", [])
     bundle = document.get("bundle", {}).get("path") if isinstance(document.get("bundle"),
                                                                   dict) else None
     if not isinstance(rows, list) or not isinstance(problems, list) \
             or not all(isinstance(p, str) for p in problems) or not isinstance(bundle, str):
-        raise ResultsError(f"{path}: needs a rows list, a problems list of strings and "
+        raise SectionInputError(f"{path}: needs a rows list, a problems list of strings and "
                            "bundle.path")
     grouped: dict[tuple[str, int], dict[str, SideMatch]] = {}
     for i, entry in enumerate(rows):
@@ -330,10 +326,10 @@ def load_comparison(path: Path) -> Comparison:
                if not isinstance(entry, dict) or type(entry.get(k)) is not t]
         if bad or entry["side"] not in SIDES:
             needs = ", ".join(f"{k} ({t.__name__})" for k, t in _ROW_KEYS.items())
-            raise ResultsError(f"{path}: rows[{i}] needs {needs}, side stock or patched")
+            raise SectionInputError(f"{path}: rows[{i}] needs {needs}, side stock or patched")
         sides = grouped.setdefault((entry["case"], entry["row"]), {})
         if entry["side"] in sides:
-            raise ResultsError(f"{path}: rows[{i}] repeats {entry['case']}[{entry['row']}] "
+            raise SectionInputError(f"{path}: rows[{i}] repeats {entry['case']}[{entry['row']}] "
                                f"{entry['side']}")
         sides[entry["side"]] = SideMatch(entry["byte_identical"], entry["kept_sets_equal"],
                                          entry["kept_cuda"], entry["kept_interpreter"])
@@ -417,7 +413,7 @@ def generate(bundles_dir: Path, display: Path | None = None, *,
     counts, which take seconds per bundle; the README always has them)."""
     paths = sorted(p for p in bundles_dir.glob("*") if p.is_dir() and (p / RECEIPT).is_file())
     if not paths:
-        raise ResultsError(f"no bundle (a folder with {RECEIPT}) under {bundles_dir}")
+        raise SectionInputError(f"no bundle (a folder with {RECEIPT}) under {bundles_dir}")
     bundles = [load_bundle(p, public_key) for p in paths]
     shown = display if display is not None else bundles_dir
     lines = [BEGIN, "## Results", "",
@@ -442,7 +438,7 @@ def generate(bundles_dir: Path, display: Path | None = None, *,
 def split_readme(text: str) -> tuple[str, str, str]:
     """(before, section with markers, after); refuses missing or repeated markers."""
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise ResultsError(f"README must hold exactly one {BEGIN} ... {END} pair")
+        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
     start, stop = text.index(BEGIN), text.index(END) + len(END)
     after = text[stop:]
     if after.startswith("\n"):
@@ -489,7 +485,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         readme.write_text(before + section + after, "utf-8")
         return 0
-    except (ResultsError, HarnessError, OSError) as err:
+    except (HarnessError, OSError) as err:
         print(f"results_section: {err}", file=sys.stderr)
         return 2
 

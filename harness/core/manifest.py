@@ -29,7 +29,7 @@ from typing import Any
 
 from . import schema
 from .digest import parse_sha256sum_line, sha256_hex
-from .errors import EvidenceDriftError, InvalidInputError, LimitError
+from .errors import EvidenceDriftError, LimitError, ManifestError, ManifestNotFrozenError
 from .f32 import runtime_p, to_float32
 from .names import BOUNDARY, FORCED, ORDINARY, SPLIT
 from .safeio import read_regular_file
@@ -43,18 +43,6 @@ FROZEN_SUFFIX = ".sha256"
 MAX_MANIFEST_BYTES = 1 << 20  # the H200 matrix is 11 kB; a manifest is never near this
 MAX_FROZEN_HASH_BYTES = 4096
 _FLOAT32_MAX_KEY = 0x7F7FFFFF  # ordered-integer key of the largest finite float32
-
-
-class ManifestError(InvalidInputError):
-    """A manifest is unreadable, fails its schema, or is internally inconsistent."""
-
-    code = "bad_manifest"
-
-
-class ManifestNotFrozenError(ManifestError):
-    """A manifest has no usable committed ``.sha256`` sibling, so it is not frozen."""
-
-    code = "manifest_not_frozen"
 
 
 # --- layout (what cases.json must hold) ----------------------------------------------------

@@ -66,10 +66,10 @@ from .bundle import (
 from .digest import parse_sha256sum_line, sha256_hex
 from .errors import (
     BindingMismatchError,
-    HarnessError,
+    HarnessDriftError,
     MalformedEvidenceError,
     UsageError,
-    VerificationError,
+    wrap_as,
 )
 from .judge import default_workers
 from .keys import keyid
@@ -99,18 +99,6 @@ def _mask_coded_cap(raw_size: int) -> int:
     """Largest f32mask stream for ``raw_size`` output bytes: header, a code per value,
     and every value listed."""
     return 12 + raw_size // 4 + raw_size
-
-
-class VerificationInternalError(VerificationError):
-    """An unexpected exception inside verification: refused, never passed (fail closed)."""
-
-    code = "verification_internal"
-
-
-class HarnessDriftError(BindingMismatchError):
-    """The bundle was made by harness code that differs from this verifier's (--strict)."""
-
-    code = "harness_drift"
 
 
 @dataclass(frozen=True)
@@ -182,7 +170,7 @@ def read_frozen_hash(path: Path) -> str:
     """
     from .manifest import MAX_FROZEN_HASH_BYTES, frozen_sha256, read_manifest_bytes
 
-    try:
+    with wrap_as(UsageError, "--frozen-manifest: ", keep=UsageError):
         if path.name.endswith(".sha256"):
             text = read_regular_file(path, "--frozen-manifest", MAX_FROZEN_HASH_BYTES)
             line = parse_sha256sum_line(text.decode("utf-8", "replace"))
@@ -191,10 +179,6 @@ def read_frozen_hash(path: Path) -> str:
             return line[0]
         actual = sha256_hex(read_manifest_bytes(path))
         frozen = frozen_sha256(path)
-    except UsageError:
-        raise
-    except HarnessError as err:
-        raise UsageError(f"--frozen-manifest: {err.detail}") from err
     if frozen != actual:
         raise UsageError(f"--frozen-manifest {path} does not match its own "
                          f"{path.name}.sha256 (frozen {frozen}, file {actual})")
@@ -377,12 +361,8 @@ def _manifest(artifacts: _Artifacts, predicate: dict[str, Any], frozen: str | No
         raise BindingMismatchError("bundle manifest's sha256 vs --frozen-manifest", frozen,
                                    digest, said_by="the frozen manifest")
     raw = _plain(artifacts, MANIFEST, MAX_MANIFEST_BYTES)
-    try:
+    with wrap_as(MalformedEvidenceError, "bundle manifest: "):
         return parse_manifest(raw, source=MANIFEST)
-    except VerificationError:
-        raise
-    except HarnessError as err:
-        raise MalformedEvidenceError(f"bundle manifest: {err.detail}") from err
 
 
 def _layout(artifacts: _Artifacts, predicate: dict[str, Any], manifest: Any) -> list[Any]:
@@ -653,19 +633,12 @@ class BundleView:
 
 def open_bundle(path: Path, public_key: Ed25519PublicKey) -> BundleView:
     """Steps 1-4 of verification, then lazy digest-checked reads (every failure typed)."""
-    try:
+    with wrap_as(MalformedEvidenceError, failing_closed="opening a bundle"):
         bundle = BundleDir(Path(path))
         statement, _payload = _statement(bundle, public_key)
         artifacts = _Artifacts(bundle, statement["subject"])
         _check_files(bundle, artifacts)
         return BundleView(statement, artifacts)
-    except VerificationError:
-        raise
-    except HarnessError as err:
-        raise MalformedEvidenceError(err.detail) from err
-    except Exception as err:
-        raise VerificationInternalError(f"unexpected {type(err).__name__} while opening "
-                                        f"a bundle: {err}") from err
 
 
 def _captured_cases(artifacts: _Artifacts, layout: list[Any],
@@ -707,13 +680,9 @@ def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], 
     from .oracle import numpy_available
 
     use_fast = numpy_available() if fast is None else fast
-    try:
+    with wrap_as(MalformedEvidenceError, "rerun refused the captured bytes: "):
         rows = judge_cases(_captured_cases(artifacts, layout, predicate), workers=workers,
                            fast=use_fast, progress=progress)
-    except VerificationError:
-        raise
-    except HarnessError as err:  # the captured bytes cannot be judged
-        raise MalformedEvidenceError(f"rerun refused the captured bytes: {err.detail}") from err
     recorded_rows = predicate["rows"]
     if len(rows) != len(recorded_rows):
         raise BindingMismatchError("number of judged rows", str(len(recorded_rows)),
@@ -765,18 +734,9 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
     a UsageError (exit 2), raised before the bundle is read.
     """
     frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
-    try:
+    with wrap_as(MalformedEvidenceError, failing_closed="verifying"):
         return _verify(Path(path), public_key, strict, frozen,
                        workers or default_workers(), fast, progress)
-    except VerificationError:
-        raise
-    except HarnessError as err:
-        raise MalformedEvidenceError(err.detail) from err
-    except MemoryError as err:
-        raise VerificationInternalError("ran out of memory while verifying") from err
-    except Exception as err:  # fail closed: anything unexpected refuses the bundle
-        raise VerificationInternalError(f"unexpected {type(err).__name__} while verifying: "
-                                        f"{err}") from err
 
 
 def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str | None,

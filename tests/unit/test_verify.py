@@ -14,13 +14,15 @@ import pytest
 
 from harness.core.errors import (
     BindingMismatchError,
+    HarnessDriftError,
     MalformedEvidenceError,
     SignatureError,
     UsageError,
     VerificationError,
+    VerificationInternalError,
 )
 from harness.core.keys import load_public_key
-from harness.core.verify import HarnessDriftError, VerificationInternalError, verify_bundle
+from harness.core.verify import verify_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))

@@ -3,7 +3,8 @@
 Run as ``python -m harness.capture.kernels.child REQUEST.json`` by
 :mod:`harness.capture.kernels.runner`, one process per side, so two vLLM versions never
 share an interpreter. Needs only the standard library, torch, triton and numpy (the GPU
-machine has nothing else).
+machine has nothing else), and of topp-gate only :mod:`harness.core.digest`,
+:mod:`harness.core.names` and :mod:`harness.core.errors` (standard library only).
 
 The request (written by the runner) names the side, its verified tree, the backend, the SM
 count for the interpreter, the cases index and the output directory. The child:
@@ -52,16 +53,13 @@ from pathlib import Path
 from typing import Any
 
 from ...core.digest import sha256_hex
+from ...core.errors import KernelChildError
 from ...core.names import DISPATCH_PATHS, SINGLE, SPLIT
 
 KERNEL_MODULE = "vllm.v1.sample.ops.topk_topp_triton"
 EVIDENCE_SCHEMA = "topp-gate/kernel-evidence/v1"
 FAULT_ENV = "TOPP_GATE_TEST_FAULT"
 EXIT_CASE_FAILED = 3  # a case ran but its split-path proof or its input check failed
-
-
-class ChildError(Exception):
-    """A one-line reason the child stops; the runner records it as a crash."""
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -77,7 +75,7 @@ def install_placeholders(names: list[str]) -> list[str]:
     """Empty modules for compiled extensions the split path never calls."""
     for name in names:
         if not name.startswith("vllm."):
-            raise ChildError(f"placeholder {name!r} is not a vLLM extension")
+            raise KernelChildError(f"placeholder {name!r} is not a vLLM extension")
         module = types.ModuleType(name, "topp-gate placeholder for a compiled extension")
         module.__topp_gate_placeholder__ = True  # type: ignore[attr-defined]
         sys.modules[name] = module
@@ -94,7 +92,7 @@ def import_kernel(tree: Path, kernel_path: str,
     import_s = time.perf_counter() - started
     kernel_file = Path(module.__file__ or "").resolve()
     if kernel_file != (tree / kernel_path).resolve():
-        raise ChildError(f"kernel imported from {kernel_file}, not from the pinned tree")
+        raise KernelChildError(f"kernel imported from {kernel_file}, not from the pinned tree")
     outside = []
     for name, mod in list(sys.modules.items()):
         if name != "vllm" and not name.startswith("vllm."):
@@ -106,7 +104,7 @@ def import_kernel(tree: Path, kernel_path: str,
             outside.append(name)
     if outside:
         shown = ", ".join(sorted(outside)[:5])
-        raise ChildError(f"vLLM modules from outside the pinned tree: {shown}")
+        raise KernelChildError(f"vLLM modules from outside the pinned tree: {shown}")
     vllm_modules = sorted(n for n in sys.modules if n == "vllm" or n.startswith("vllm."))
     try:
         dist_version = importlib.metadata.version("vllm")
@@ -201,7 +199,7 @@ class SplitObserver:
                 self._tool = tool
                 break
         else:
-            raise ChildError("no free sys.monitoring tool id to observe the split path")
+            raise KernelChildError("no free sys.monitoring tool id to observe the split path")
         events = mon.events
         mon.register_callback(tool, events.PY_START,
                               lambda code, _off: self._started(code, sys._getframe(1)))
@@ -315,7 +313,7 @@ class SingleObserver:
                 self._tool = tool
                 break
         else:
-            raise ChildError("no free sys.monitoring tool id to observe the kernel path")
+            raise KernelChildError("no free sys.monitoring tool id to observe the kernel path")
         mon.register_callback(tool, mon.events.PY_START,
                               lambda code, _off: self._started(code, sys._getframe(1)))
         for code in (self.entry, *self.launchers):
@@ -391,7 +389,7 @@ def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes]:
     logits = (base / case["logits"]).read_bytes()
     p = (base / case["p"]).read_bytes()
     if len(logits) != 4 * batch * vocab or len(p) != 4 * batch:
-        raise ChildError(
+        raise KernelChildError(
             f"case {case['id']}: {len(logits)} logits bytes and {len(p)} p bytes do not "
             f"match batch {batch} x vocab {vocab} float32"
         )
@@ -431,7 +429,7 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
     batch, vocab = int(case["batch"]), int(case["vocab"])
     split = isinstance(observer, SplitObserver)
     if split and batch > int(module._SPLIT_MAX_BATCH):
-        raise ChildError(f"case {case['id']}: batch {batch} does not take the split path")
+        raise KernelChildError(f"case {case['id']}: batch {batch} does not take the split path")
     host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
     host_logits = host_logits.reshape(batch, vocab)
     host_p = torch.frombuffer(bytearray(p_bytes), dtype=torch.float32)
@@ -522,14 +520,14 @@ def main(argv: list[str] | None = None) -> int:
     _write_json(evidence_path, evidence)
     try:
         if sys.byteorder != "little":
-            raise ChildError("the captured bytes are little-endian; this host is not")
+            raise KernelChildError("the captured bytes are little-endian; this host is not")
         if backend == "interpreter" and (os.environ.get("TRITON_INTERPRET") != "1"
                                          or os.environ.get("CUDA_VISIBLE_DEVICES") != ""):
-            raise ChildError(
+            raise KernelChildError(
                 "interpreter backend needs TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES="
             )
         if backend == "cuda" and os.environ.get("TRITON_INTERPRET"):
-            raise ChildError("cuda backend must not run with TRITON_INTERPRET set")
+            raise KernelChildError("cuda backend must not run with TRITON_INTERPRET set")
         tree = Path(request["tree"]).resolve()
         module, info = import_kernel(tree, request["side"]["kernel_path"],
                                      request["placeholders"])
@@ -538,10 +536,10 @@ def main(argv: list[str] | None = None) -> int:
         import triton
 
         if backend == "cuda" and not torch.cuda.is_available():
-            raise ChildError("cuda backend: torch sees no CUDA device")
+            raise KernelChildError("cuda backend: torch sees no CUDA device")
         dispatch = str(request.get("dispatch", SPLIT))
         if dispatch not in DISPATCH_PATHS:
-            raise ChildError(f"unknown dispatch path {dispatch!r}")
+            raise KernelChildError(f"unknown dispatch path {dispatch!r}")
         evidence["dispatch"] = dispatch
         if dispatch == SINGLE and backend == "interpreter":
             evidence["platform"] = cpu_platform_for_interpreter()
@@ -561,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
             observer = SplitObserver(module) if dispatch == SPLIT else SingleObserver(module)
         except AttributeError as err:
             evidence["declared_path_missing"] = True
-            raise ChildError(f"the kernel module has no {dispatch} path ({err})") from None
+            raise KernelChildError(f"the kernel module has no {dispatch} path ({err})") from None
         records = []
         for case in index["cases"]:
             logits_bytes, p_bytes = read_case(cases_path.parent, case)
@@ -579,10 +577,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{dispatch} path not proven for case {failed[0]}", file=sys.stderr)
             return EXIT_CASE_FAILED
         return 0
-    except ChildError as err:
-        evidence.update(status="failed", error=str(err))
+    except KernelChildError as err:
+        evidence.update(status="failed", error=err.detail)
         _write_json(evidence_path, evidence)
-        print(f"kernel child: {err}", file=sys.stderr)
+        print(f"kernel child: {err.detail}", file=sys.stderr)
         return EXIT_CASE_FAILED
 
 
