@@ -9,8 +9,10 @@ Reads every bundle under ``evidence/sweep/bundles/*/`` (``--bundles DIR`` to cha
 through ``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``,
 default ``evidence/keys/topp-gate-evidence-2.pub``, the key that signed the sweep):
 signature, receipt schema and file set are checked on open, and the rows file is checked
-against both receipt digests before it is read. It does not rerun the oracle and gate:
-``topp-gate verify`` does that, and CI runs it on every committed bundle.
+against both receipt digests before it is read. It does not rerun the oracle and gate (the
+view is an ``UnsafeBundleView``), yet it prints each bundle's signed verdict: that is sound
+only because CI verifies every bundle first (``scripts/test`` runs
+``scripts/verify_committed.sh`` before this script's ``--check``).
 
 One table row per bundle, in release order: the stock release, the dispatch path its
 manifest required and whether the kernel evidence proved it, the forced rows on which

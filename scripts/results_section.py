@@ -11,8 +11,12 @@ Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change) t
 checked on open, and every artifact it reads (``results/rows.json``, ``cases.json``,
 ``manifest.json``, each side's ``evidence.json``, and the inputs and outputs of rows both a
 CUDA and an interpreter bundle hold) is decoded by the codec the receipt records and
-checked against both receipt digests first. It does not rerun the oracle and gate:
-``topp-gate verify`` does that, and CI runs it on every committed bundle.
+checked against both receipt digests first. It does not rerun the oracle and gate (the
+view is an ``UnsafeBundleView``), yet it prints each bundle's signed
+``predicate["verdict"]``: that is sound only because CI verifies every bundle first
+(``scripts/test`` runs ``scripts/verify_committed.sh``, which reruns them with ``topp-gate
+verify``, before this script's ``--check``). Run ``topp-gate verify`` on a bundle before
+trusting a section generated from it.
 
 Each bundle's section also carries the exact-real counts ``topp-gate exact`` derives from
 the same bytes (:mod:`harness.core.exact_bundle`; needs the ``exact`` extra, python-flint):
@@ -67,7 +71,7 @@ from harness.core.report import (  # noqa: E402
     exact_summary,
     summarize,
 )
-from harness.core.verify import BundleView, open_bundle  # noqa: E402
+from harness.core.verify import UnsafeBundleView, open_bundle  # noqa: E402
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
@@ -84,7 +88,7 @@ class Artifacts:
     def __init__(self, path: Path, public_key: Ed25519PublicKey) -> None:
         self.name = path.name
         try:
-            self.view: BundleView = open_bundle(path, public_key)
+            self.view: UnsafeBundleView = open_bundle(path, public_key)
         except HarnessError as err:
             raise SectionInputError(f"bundle {self.name}: {err}") from None
         self.subjects = {s["name"]: s for s in self.view.statement["subject"]}

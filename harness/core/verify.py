@@ -609,13 +609,15 @@ def _check_evidence_digests(artifacts: _Artifacts, layout: list[Any],
 
 
 @dataclass(frozen=True)
-class BundleView:
-    """A bundle whose signature, schema, file set and (lazily) digests were checked.
+class UnsafeBundleView:
+    """A bundle whose signature, schema, file set and (lazily) digests were checked, but
+    whose verdict was NOT recomputed: ``statement["predicate"]["verdict"]`` is only what
+    the signer claimed. Named ``Unsafe`` (as sigstore names its bypasses) so that no caller
+    mistakes it for a verdict: :func:`verify_bundle` returns one (:class:`Verified`).
 
     For tools that need artifact bytes (probes, reports): ``raw(name)`` returns the raw,
     decoded bytes of a subject named by its raw path (``inputs/x.logits.f32``), after its
-    stored and raw digests check. It does not rerun the oracle: use :func:`verify_bundle`
-    for a verdict.
+    stored and raw digests check.
     """
 
     statement: dict[str, Any]
@@ -631,14 +633,15 @@ class BundleView:
         return str(subject["annotations"]["stored"])
 
 
-def open_bundle(path: Path, public_key: Ed25519PublicKey) -> BundleView:
-    """Steps 1-4 of verification, then lazy digest-checked reads (every failure typed)."""
+def open_bundle(path: Path, public_key: Ed25519PublicKey) -> UnsafeBundleView:
+    """Steps 1-3 of verification, then lazy digest-checked reads (every failure typed).
+    The oracle and gate are not rerun: the view is :class:`UnsafeBundleView`."""
     with wrap_as(MalformedEvidenceError, failing_closed="opening a bundle"):
         bundle = BundleDir(Path(path))
         statement, _payload = _statement(bundle, public_key)
         artifacts = _Artifacts(bundle, statement["subject"])
         _check_files(bundle, artifacts)
-        return BundleView(statement, artifacts)
+        return UnsafeBundleView(statement, artifacts)
 
 
 def _captured_cases(artifacts: _Artifacts, layout: list[Any],
