@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import importlib.metadata
 import json
 import math
@@ -50,9 +49,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness.core.digest import sha256_hex  # noqa: E402
+from harness.core.names import SIDES, SPLIT  # noqa: E402
+
 DEFAULT_BUNDLE = ROOT / "evidence" / "bundles" / "h200-forced-logit-gate-cuda-20261129"
 DEFAULT_PUBKEY = ROOT / "evidence" / "keys" / "topp-gate-evidence.pub"
-SIDES = ("stock", "patched")
 H200_SM = 132
 TIMEOUT_S = 1800.0
 
@@ -228,7 +232,7 @@ def write_cases(dest: Path, cases: Sequence[Built]) -> Path:
 def cuda_split(evidence: dict[str, Any], case_id: str) -> dict[str, Any]:
     for record in evidence.get("cases", []):
         if record.get("id") == case_id:
-            return dict(record.get("split") or {})
+            return dict(record.get(SPLIT) or {})
     return {}
 
 
@@ -269,10 +273,6 @@ def run_interpreter(cases: Sequence[Built], work: Path, cache: Path | None) -> d
 # --- putting it together --------------------------------------------------------------------
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def compare(view: Any, built: Sequence[Built], ran: dict[str, Any],
             cuda_evidence: dict[str, dict[str, Any]],
             oracle: dict[tuple[str, int], int]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -285,12 +285,13 @@ def compare(view: Any, built: Sequence[Built], ran: dict[str, Any],
             cuda_s = cuda_split(cuda_evidence[side], c.source_layout.id).get("slices")
             record = next((r for r in (result.evidence or {}).get("cases", [])
                            if r.get("id") == c.layout.id), None)
-            interp_s = (record or {}).get("split", {}).get("slices")
+            interp_s = (record or {}).get(SPLIT, {}).get("slices")
             if not result.ok or record is None:
                 problems.append(f"{c.layout.id} {side}: interpreter {result.status}: "
                                 f"{result.reason}")
                 continue
-            if record["logits_sha256"] != _sha(c.logits) or record["p_sha256"] != _sha(c.p):
+            if (record["logits_sha256"] != sha256_hex(c.logits)
+                    or record["p_sha256"] != sha256_hex(c.p)):
                 problems.append(f"{c.layout.id} {side}: the child read other input bytes")
                 continue
             if cuda_s is None or interp_s != cuda_s:
@@ -447,7 +448,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
         "bundle": {
             "path": str(args.bundle.resolve().relative_to(ROOT)
                         if args.bundle.resolve().is_relative_to(ROOT) else args.bundle),
-            "receipt_sha256": _sha(receipt.canonical(view.statement)),
+            "receipt_sha256": sha256_hex(receipt.canonical(view.statement)),
             "verdict": predicate["verdict"],
             "harness_sha256": predicate["harness"]["sha256"],
         },
@@ -463,7 +464,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
                   "num_sm": c.planned.num_sm, "why": c.planned.why,
                   "source_logits_sha256": _subject_digest(
                       view, c.source_layout.logits_path),
-                  "logits_sha256": _sha(c.logits), "p_sha256": _sha(c.p),
+                  "logits_sha256": sha256_hex(c.logits), "p_sha256": sha256_hex(c.p),
                   "cuda_slices": {s: cuda_split(cuda_evidence[s], c.source_layout.id)
                                   .get("slices") for s in SIDES},
                   "cuda_repeat_outputs_bit_identical": {

@@ -187,7 +187,7 @@ def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
                                 [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
                                 encode(rows), encode(ps), encode(stock), encode(patched), True))
     results = judge_cases(judged)
-    from .core.bundle import sha256
+    from .core.digest import sha256_hex as sha256
 
     evidence = {side: (json.dumps({"probe": True, "side": side, "backend": "interpreter",
                                    "interpreter": True,
@@ -552,7 +552,8 @@ def _p_source_file_changed(work: Path) -> str:
     """A pinned source file whose bytes changed: the real tree check refuses it. Uses the
     stock tree from ``--sources`` or the cache when present, else a one-file tree pinned
     the same way."""
-    from .capture.sources import cache_root, load_pins, sha256_bytes, verify_tree
+    from .capture.sources import cache_root, load_pins, verify_tree
+    from .core.digest import sha256_hex as sha256_bytes
 
     stock = load_pins().side("stock")
     exported = _sources_dir.get(work)

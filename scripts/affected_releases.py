@@ -9,8 +9,10 @@ Reads every bundle under ``evidence/sweep/bundles/*/`` (``--bundles DIR`` to cha
 through ``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``,
 default ``evidence/keys/topp-gate-evidence-2.pub``, the key that signed the sweep):
 signature, receipt schema and file set are checked on open, and the rows file is checked
-against both receipt digests before it is read. It does not rerun the oracle and gate:
-``topp-gate verify`` does that, and CI runs it on every committed bundle.
+against both receipt digests before it is read. It does not rerun the oracle and gate (the
+view is an ``UnsafeBundleView``), yet it prints each bundle's signed verdict: that is sound
+only because CI verifies every bundle first (``scripts/test`` runs
+``scripts/verify_committed.sh`` before this script's ``--check``).
 
 One table row per bundle, in release order: the stock release, the dispatch path its
 manifest required and whether the kernel evidence proved it, the forced rows on which
@@ -41,17 +43,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from harness.core.bundle import MANIFEST, RECEIPT, ROWS  # noqa: E402
-from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.names import FORCED, SPLIT  # noqa: E402
 from harness.core.verify import case_paths, open_bundle  # noqa: E402
 
 BEGIN = "<!-- affected:begin -->"
 END = "<!-- affected:end -->"
 LOST = ("forced_token_dropped",)
-
-
-class AffectedError(Exception):
-    """Bad input: the section cannot be generated."""
 
 
 @dataclass(frozen=True)
@@ -91,11 +90,11 @@ def release_row(path: Path, public_key: Any) -> ReleaseRow:
         manifest = json.loads(view.raw(MANIFEST))
         rows = json.loads(view.raw(ROWS))
     except (HarnessError, ValueError) as err:
-        raise AffectedError(f"bundle {path.name}: {err}") from None
+        raise SectionInputError(f"bundle {path.name}: {err}") from None
     predicate = view.statement["predicate"]
     sides = predicate["hashes"]["sources"]
-    declared = manifest["sources"]["sides"]["stock"].get("dispatch", "split")
-    forced = [row for row in rows if row.get("kind") == "forced"]
+    declared = manifest["sources"]["sides"]["stock"].get("dispatch", SPLIT)
+    forced = [row for row in rows if row.get("kind") == FORCED]
     results = predicate.get("environment", {}).get("side_results", {})
     errors = tuple(f"{side}: {result.get('status')}: {result.get('reason')}"
                    for side, result in sorted(results.items())
@@ -155,7 +154,7 @@ def generate(bundles_dir: Path, display: Path, *, public_key: Any) -> str:
 def split_readme(text: str) -> tuple[str, str, str]:
     """(before, section, after) around the markers."""
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise AffectedError(f"README must hold exactly one {BEGIN} ... {END} pair")
+        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
     start, stop = text.index(BEGIN), text.index(END) + len(END)
     if text[stop : stop + 1] == "\n":
         stop += 1
@@ -183,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(section)
             return 0
         before, current, after = split_readme(target.read_text("utf-8"))
-    except (AffectedError, HarnessError, OSError) as err:
+    except (HarnessError, OSError) as err:
         print(f"affected_releases: {err}", file=sys.stderr)
         return 2
     if args.check is not None:

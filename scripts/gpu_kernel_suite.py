@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import hashlib
 import importlib.util
 import json
 import shutil
@@ -36,7 +35,9 @@ sys.path.insert(0, str(REPO))
 
 from harness.capture import sources  # noqa: E402
 from harness.capture.kernels.runner import run_side  # noqa: E402
+from harness.core.digest import sha256_file  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.names import FORCED, ORDINARY  # noqa: E402
 
 CLOSURE_PACKAGES = {"packaging": "packaging", "psutil": "psutil", "zmq": "pyzmq",
                     "regex": "regex", "urllib3": "urllib3", "numpy": "numpy"}
@@ -74,17 +75,17 @@ def build_cases(root: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[s
         for r, (value, p, where) in enumerate(grid):
             token = 0 if where == "first" else vocab - 1
             logits[r, token] = value
-            rows.append({"judge": "forced", "forced_id": token,
+            rows.append({"judge": FORCED, "forced_id": token,
                          "label": f"value={value:g} p={p} id={token}"})
         p_tensor = torch.tensor([g[1] for g in grid], dtype=torch.float32)
-        add(case_id, "forced", logits, p_tensor, rows)
+        add(case_id, FORCED, logits, p_tensor, rows)
 
     def ordinary(case_id: str, batch: int, vocab: int, seed: int) -> None:
         g = torch.Generator().manual_seed(seed)
         logits = torch.randn(batch, vocab, generator=g)
         p = torch.rand(batch, generator=g) * 0.9 + 0.1
-        add(case_id, "ordinary", logits, p,
-            [{"judge": "ordinary", "label": f"randn seed={seed} row={r}"} for r in range(batch)])
+        add(case_id, ORDINARY, logits, p,
+            [{"judge": ORDINARY, "label": f"randn seed={seed} row={r}"} for r in range(batch)])
 
     forced("forced-v32000", 32000, 1, FORCED_GRID)
     forced("forced-v128256", 128256, 2, FORCED_GRID)
@@ -111,7 +112,7 @@ def oracle_counts(root: Path, case: dict[str, Any]) -> list[int | None]:
     p_values = list(f32_rows((root / case["p"]).read_bytes(), None))[0]
     counts: list[int | None] = []
     for r, row in enumerate(f32_rows(data, case["vocab"])):
-        if case["rows"][r]["judge"] != "ordinary":
+        if case["rows"][r]["judge"] != ORDINARY:
             counts.append(None)
             continue
         outcome = reference(row, p_values[r], row=r, fast=True)
@@ -208,12 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         "runs": {key: summarize(r) for key, r in results.items()},
         "inputs": {c["id"]: {"batch": c["batch"], "vocab": c["vocab"],
                              "rows": [r["label"] for r in c["rows"]],
-                             "logits_sha256": hashlib.sha256(
-                                 (work / c["logits"]).read_bytes()).hexdigest()}
+                             "logits_sha256": sha256_file(work / c["logits"])}
                    for c in cases},
     }
     report["oracle_counts"] = {c["id"]: oracle_counts(work, c) for c in cases
-                               if c["kind"] == "ordinary"}
+                               if c["kind"] == ORDINARY}
     comparison = []
     for side in sides:
         cuda_r = results.get(f"cuda/{side.name}")

@@ -35,7 +35,8 @@ sys.path.insert(0, str(ROOT / "tests" / "assets"))
 import synthetic  # noqa: E402
 
 from harness.core import dsse, receipt  # noqa: E402
-from harness.core.bundle import ENVELOPE, RECEIPT, ROWS, rows_bytes, sha256  # noqa: E402
+from harness.core.bundle import ENVELOPE, RECEIPT, ROWS, rows_bytes  # noqa: E402
+from harness.core.digest import sha256_hex  # noqa: E402
 from harness.core.keys import load_private_key  # noqa: E402
 
 FORCED_OUT = "outputs/patched/forced-v64.out.f32.mask.xz"
@@ -111,11 +112,11 @@ def _rebind_rows(root: Path, statement: dict) -> None:
     """Rewrite results/rows.json from the statement's rows and fix every hash that binds it."""
     data = rows_bytes(statement["predicate"]["rows"])
     (root / ROWS).write_bytes(data)
-    statement["predicate"]["hashes"]["rows"] = sha256(data)
+    statement["predicate"]["hashes"]["rows"] = sha256_hex(data)
     for subject in statement["subject"]:
         if subject["name"] == ROWS:
-            subject["digest"]["sha256"] = sha256(data)
-            subject["annotations"].update(stored_sha256=sha256(data), size=len(data),
+            subject["digest"]["sha256"] = sha256_hex(data)
+            subject["annotations"].update(stored_sha256=sha256_hex(data), size=len(data),
                                           stored_size=len(data))
 
 
@@ -234,7 +235,7 @@ def _bomb_resign(declared: int) -> Callable[[Path], None]:
                 (root / stored).write_bytes(stream)
                 subject["annotations"].update(codec="xz", stored=stored, size=declared,
                                               stored_size=len(stream),
-                                              stored_sha256=sha256(stream))
+                                              stored_sha256=sha256_hex(stream))
         _sign(root, statement)
     return run
 
@@ -246,11 +247,11 @@ def _duplicate_key_manifest_resign(root: Path) -> None:
     raw = raw.rstrip()[:-1].rstrip() + b',\n  "name": "another-name"\n}\n'
     (root / "manifest.json").write_bytes(raw)
     statement = _statement(root)
-    statement["predicate"]["hashes"]["manifest"] = sha256(raw)
+    statement["predicate"]["hashes"]["manifest"] = sha256_hex(raw)
     for subject in statement["subject"]:
         if subject["name"] == "manifest.json":
-            subject["digest"]["sha256"] = sha256(raw)
-            subject["annotations"].update(stored_sha256=sha256(raw), size=len(raw),
+            subject["digest"]["sha256"] = sha256_hex(raw)
+            subject["annotations"].update(stored_sha256=sha256_hex(raw), size=len(raw),
                                           stored_size=len(raw))
     _sign(root, statement)
 

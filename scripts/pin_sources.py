@@ -31,7 +31,6 @@ Usage: python scripts/pin_sources.py [--cache DIR] [--check]
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import zipfile
@@ -42,6 +41,8 @@ sys.path.insert(0, str(REPO))
 
 from harness.capture import sources  # noqa: E402
 from harness.capture.closure import closure as kernel_closure  # noqa: E402
+from harness.core.digest import sha256_hex  # noqa: E402
+from harness.core.names import SIDES  # noqa: E402
 
 PINS = REPO / "harness" / "data" / "pins.json"
 
@@ -59,7 +60,7 @@ def pin_side(side: sources.Side, cache: Path) -> tuple[dict[str, object], dict[s
         files, placeholders, third = closure(archive)
         metadata = f"vllm-{side.version}.dist-info/METADATA"
         files.add(metadata)
-        hashes = {path: hashlib.sha256(archive.read(path)).hexdigest() for path in sorted(files)}
+        hashes = {path: sha256_hex(archive.read(path)) for path in sorted(files)}
     if hashes.get(side.kernel_path) != side.kernel_sha256:
         raise SystemExit(f"{side.name}: kernel sha256 in the wheel differs from pins.json")
     entry: dict[str, object] = {
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     pins = sources.parse_pins(raw)
     new = dict(raw)
     kernels = {}
-    for name in sources.SIDES:
+    for name in SIDES:
         side = pins.side(name)
         entry, third = pin_side(side, cache)
         new["sides"][name] = entry
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  third-party {top}: imported by {', '.join(sorted(importers)[:3])}",
                   file=sys.stderr)
     diff = sources.kernel_diff(kernels["stock"], kernels["patched"], pins.kernel_path)
-    new["patch_sha256"] = hashlib.sha256(diff).hexdigest()
+    new["patch_sha256"] = sha256_hex(diff)
     new["patch_format"] = (
         "sha256 of harness.sources.kernel_diff(stock, patched): difflib.unified_diff, "
         "labels a/<kernel_path> b/<kernel_path>, no dates, 3 context lines, UTF-8"

@@ -11,8 +11,12 @@ Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change) t
 checked on open, and every artifact it reads (``results/rows.json``, ``cases.json``,
 ``manifest.json``, each side's ``evidence.json``, and the inputs and outputs of rows both a
 CUDA and an interpreter bundle hold) is decoded by the codec the receipt records and
-checked against both receipt digests first. It does not rerun the oracle and gate:
-``topp-gate verify`` does that, and CI runs it on every committed bundle.
+checked against both receipt digests first. It does not rerun the oracle and gate (the
+view is an ``UnsafeBundleView``), yet it prints each bundle's signed
+``predicate["verdict"]``: that is sound only because CI verifies every bundle first
+(``scripts/test`` runs ``scripts/verify_committed.sh``, which reruns them with ``topp-gate
+verify``, before this script's ``--check``). Run ``topp-gate verify`` on a bundle before
+trusting a section generated from it.
 
 Each bundle's section also carries the exact-real counts ``topp-gate exact`` derives from
 the same bytes (:mod:`harness.core.exact_bundle`; needs the ``exact`` extra, python-flint):
@@ -33,7 +37,6 @@ Exit codes: 0 ok (or README up to date), 1 README section differs (``--check``),
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -53,15 +56,14 @@ from harness.core.bundle import (  # noqa: E402
     MANIFEST,
     RECEIPT,
     ROWS,
-    SIDES,
     evidence_name,
     output_name,
 )
-from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.digest import sha256_hex  # noqa: E402
+from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.names import FORCED, ORDINARY, SIDES  # noqa: E402
 from harness.core.report import (  # noqa: E402
-    FORCED,
-    ORDINARY,
     ReportInputs,
     device_name,
     exact_keeps,
@@ -69,17 +71,13 @@ from harness.core.report import (  # noqa: E402
     exact_summary,
     summarize,
 )
-from harness.core.verify import BundleView, open_bundle  # noqa: E402
+from harness.core.verify import UnsafeBundleView, open_bundle  # noqa: E402
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
 DEFAULT_BUNDLES = Path("evidence/bundles")
 DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence.pub")
 DEFAULT_COMPARISON = Path("benchmarks/cuda_vs_interpreter.json")
-
-
-class ResultsError(Exception):
-    """Bad input for the generator: one line, exit 2."""
 
 
 class Artifacts:
@@ -90,9 +88,9 @@ class Artifacts:
     def __init__(self, path: Path, public_key: Ed25519PublicKey) -> None:
         self.name = path.name
         try:
-            self.view: BundleView = open_bundle(path, public_key)
+            self.view: UnsafeBundleView = open_bundle(path, public_key)
         except HarnessError as err:
-            raise ResultsError(f"bundle {self.name}: {err}") from None
+            raise SectionInputError(f"bundle {self.name}: {err}") from None
         self.subjects = {s["name"]: s for s in self.view.statement["subject"]}
         self.predicate: dict[str, Any] = self.view.statement["predicate"]
 
@@ -101,13 +99,13 @@ class Artifacts:
         try:
             return self.view.raw(name)
         except HarnessError as err:
-            raise ResultsError(f"bundle {self.name}: {err}") from None
+            raise SectionInputError(f"bundle {self.name}: {err}") from None
 
     def json(self, name: str) -> Any:
         try:
             return json.loads(self.raw(name))
         except (UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ResultsError(f"bundle {self.name}: {name} is not JSON ({err})") from None
+            raise SectionInputError(f"bundle {self.name}: {name} is not JSON ({err})") from None
 
 
 @dataclass(frozen=True)
@@ -182,7 +180,7 @@ def _envelope_lines(summary: Mapping[str, Any]) -> list[str]:
 
 def _diagnostic_line(summary: Mapping[str, Any]) -> str:
     parts = []
-    for kind in ("ordinary", "forced"):
+    for kind in (ORDINARY, FORCED):
         for side in SIDES:
             d = summary["diagnostics"][kind][side]
             parts.append(f"{kind} {side} exact {d['exact']}/{d['judged']}, minimal "
@@ -255,8 +253,7 @@ def _row_inputs(bundle: Bundle, ids: set[str]) -> dict[tuple[str, str], tuple[in
         vocab = int(case["vocab"])
         logits, p = bundle.artifacts.raw(case["logits"]), bundle.artifacts.raw(case["p"])
         for i, row in enumerate(case["rows"]):
-            digest = hashlib.sha256(logits[4 * vocab * i : 4 * vocab * (i + 1)]
-                                    + p[4 * i : 4 * i + 4]).hexdigest()
+            digest = sha256_hex(logits[4 * vocab * i : 4 * vocab * (i + 1)] + p[4 * i : 4 * i + 4])
             out[(case["id"], str(row["label"]))] = (i, digest)
     return out
 
@@ -316,16 +313,16 @@ def load_comparison(path: Path) -> Comparison:
     try:
         document = json.loads(path.read_bytes())
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ResultsError(f"{path} is not JSON ({err})") from None
+        raise SectionInputError(f"{path} is not JSON ({err})") from None
     if not isinstance(document, dict) or document.get("schema") != COMPARISON_SCHEMA:
-        raise ResultsError(f"{path}: not a {COMPARISON_SCHEMA} document "
+        raise SectionInputError(f"{path}: not a {COMPARISON_SCHEMA} document "
                            "(benchmarks/cuda_vs_interpreter.py --json)")
     rows, problems = document.get("rows"), document.get("problems", [])
     bundle = document.get("bundle", {}).get("path") if isinstance(document.get("bundle"),
                                                                   dict) else None
     if not isinstance(rows, list) or not isinstance(problems, list) \
             or not all(isinstance(p, str) for p in problems) or not isinstance(bundle, str):
-        raise ResultsError(f"{path}: needs a rows list, a problems list of strings and "
+        raise SectionInputError(f"{path}: needs a rows list, a problems list of strings and "
                            "bundle.path")
     grouped: dict[tuple[str, int], dict[str, SideMatch]] = {}
     for i, entry in enumerate(rows):
@@ -333,10 +330,10 @@ def load_comparison(path: Path) -> Comparison:
                if not isinstance(entry, dict) or type(entry.get(k)) is not t]
         if bad or entry["side"] not in SIDES:
             needs = ", ".join(f"{k} ({t.__name__})" for k, t in _ROW_KEYS.items())
-            raise ResultsError(f"{path}: rows[{i}] needs {needs}, side stock or patched")
+            raise SectionInputError(f"{path}: rows[{i}] needs {needs}, side stock or patched")
         sides = grouped.setdefault((entry["case"], entry["row"]), {})
         if entry["side"] in sides:
-            raise ResultsError(f"{path}: rows[{i}] repeats {entry['case']}[{entry['row']}] "
+            raise SectionInputError(f"{path}: rows[{i}] repeats {entry['case']}[{entry['row']}] "
                                f"{entry['side']}")
         sides[entry["side"]] = SideMatch(entry["byte_identical"], entry["kept_sets_equal"],
                                          entry["kept_cuda"], entry["kept_interpreter"])
@@ -420,7 +417,7 @@ def generate(bundles_dir: Path, display: Path | None = None, *,
     counts, which take seconds per bundle; the README always has them)."""
     paths = sorted(p for p in bundles_dir.glob("*") if p.is_dir() and (p / RECEIPT).is_file())
     if not paths:
-        raise ResultsError(f"no bundle (a folder with {RECEIPT}) under {bundles_dir}")
+        raise SectionInputError(f"no bundle (a folder with {RECEIPT}) under {bundles_dir}")
     bundles = [load_bundle(p, public_key) for p in paths]
     shown = display if display is not None else bundles_dir
     lines = [BEGIN, "## Results", "",
@@ -445,7 +442,7 @@ def generate(bundles_dir: Path, display: Path | None = None, *,
 def split_readme(text: str) -> tuple[str, str, str]:
     """(before, section with markers, after); refuses missing or repeated markers."""
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise ResultsError(f"README must hold exactly one {BEGIN} ... {END} pair")
+        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
     start, stop = text.index(BEGIN), text.index(END) + len(END)
     after = text[stop:]
     if after.startswith("\n"):
@@ -492,7 +489,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         readme.write_text(before + section + after, "utf-8")
         return 0
-    except (ResultsError, HarnessError, OSError) as err:
+    except (HarnessError, OSError) as err:
         print(f"results_section: {err}", file=sys.stderr)
         return 2
 

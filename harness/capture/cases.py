@@ -32,7 +32,6 @@ bytes (tests check it with sha256).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,11 +43,10 @@ import numpy as np
 import torch
 
 from ..core.cases_index import render_cases_index
+from ..core.digest import sha256_hex
 from ..core.errors import InvalidPError, NonFiniteLogitError, UsageError
 from ..core.f32 import runtime_p
 from ..core.manifest import (
-    FORCED,
-    ORDINARY,
     CaseLayout,
     Manifest,
     case_layout,
@@ -56,6 +54,7 @@ from ..core.manifest import (
     float32_step,
     forced_grid,
 )
+from ..core.names import FORCED, ORDINARY
 from ..core.oracle import Certified, reference
 
 F32 = torch.float32
@@ -195,10 +194,10 @@ def write_cases(manifest: Manifest, out_dir: str | Path) -> dict[str, str]:
     for case in built:
         for rel, data in ((case.layout.logits_path, case.logits), (case.layout.p_path, case.p)):
             (root / rel).write_bytes(data)
-            digests[rel] = hashlib.sha256(data).hexdigest()
+            digests[rel] = sha256_hex(data)
     index = render_cases_index([case.layout for case in built])
     index_path.write_bytes(index)
-    digests["cases.json"] = hashlib.sha256(index).hexdigest()
+    digests["cases.json"] = sha256_hex(index)
     return digests
 
 

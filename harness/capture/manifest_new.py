@@ -23,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.bundle import sha256
+from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
-from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, SINGLE, SPLIT, load_manifest, sha256sum_line
+from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, load_manifest
+from ..core.names import SIDES, SINGLE, SPLIT
 from ..core.safeio import read_regular_file
 from .pinfile import PinFile, load_pin_file
-from .sources import MAX_PATCH_BYTES, SIDES, apply_patch, cache_root, resolve_tree
+from .sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
 
 MATRIX_SCHEMA = "topp-gate/matrix/v1"
 SPLIT_ENTRY = re.compile(rb"^def _apply_topp_split\(", re.MULTILINE)
@@ -106,7 +107,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path) -> dic
         except OSError as err:
             raise UsageError(f"cannot read patch {spec.patch}: {err.strerror or err}") from None
         kernel = apply_patch(kernel, patch_bytes, str(pin.data["kernel_path"]))
-        entry["patch"] = {"sha256": sha256(patch_bytes), "kernel_sha256": sha256(kernel)}
+        entry["patch"] = {"sha256": sha256_hex(patch_bytes), "kernel_sha256": sha256_hex(kernel)}
     entry["dispatch"] = spec.dispatch or detect_dispatch(kernel or b"")
     return entry
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import schema
-from ..core.bundle import sha256
+from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError
 from ..core.safeio import read_regular_file
 from .sources import Side, tree_digest
@@ -98,7 +98,7 @@ def parse_pin_file(raw: bytes, *, source: str = "pin file") -> PinFile:
         raise SourcesError(f"{source}: the file list does not hold the kernel at kernel_sha256")
     if tree_digest(files) != data["tree_sha256"]:
         raise SourcesError(f"{source}: tree_sha256 is not the digest of its file list")
-    return PinFile(data=data, raw=raw, sha256=sha256(raw), source=source)
+    return PinFile(data=data, raw=raw, sha256=sha256_hex(raw), source=source)
 
 
 MAX_PIN_FILE_BYTES = 16 << 20  # a pin file lists a few hundred hashes
@@ -107,6 +107,6 @@ MAX_PIN_FILE_BYTES = 16 << 20  # a pin file lists a few hundred hashes
 def load_pin_file(path: Path, *, expected_sha256: str | None = None) -> PinFile:
     """Read and parse a pin file; with ``expected_sha256``, refuse any other bytes."""
     raw = read_regular_file(path, "pin file", MAX_PIN_FILE_BYTES, error=SourcesError)
-    if expected_sha256 is not None and sha256(raw) != expected_sha256:
-        raise EvidenceDriftError(f"pin file {path}", expected_sha256, sha256(raw))
+    if expected_sha256 is not None and sha256_hex(raw) != expected_sha256:
+        raise EvidenceDriftError(f"pin file {path}", expected_sha256, sha256_hex(raw))
     return parse_pin_file(raw, source=str(path))

@@ -12,20 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ..core.bundle import sha256
+from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 from ..core.manifest import Manifest
+from ..core.names import PIN_FILE_COPIED_FIELDS, SIDES
 from ..core.safeio import read_regular_file
 from .pinfile import WHEEL, load_pin_file
-from .sources import (
-    MAX_PATCH_BYTES,
-    SIDES,
-    Side,
-    fetch_wheel,
-    patched_side,
-    resolve_tree,
-    verified_wheel,
-)
+from .sources import MAX_PATCH_BYTES, Side, fetch_wheel, patched_side, resolve_tree, verified_wheel
 
 
 def _agree(name: str, key: str, want: str, have: str) -> None:
@@ -37,7 +30,7 @@ def pinned_side(manifest: Manifest, name: str) -> Side:
     """The side ``name`` from its pin file, after checking it against the manifest."""
     entry = manifest.sources["sides"][name]
     pin = load_pin_file(manifest.pin_path(name), expected_sha256=str(entry["pin_sha256"]))
-    for key in ("version", "kernel_sha256", "tree_sha256"):
+    for key in PIN_FILE_COPIED_FIELDS:
         _agree(name, key, str(entry[key]), str(pin.data[key]))
     return pin.side(name)
 
@@ -68,9 +61,9 @@ def prepare_pinned_sides(manifest: Manifest, *, cache: Path, sources: Path | Non
         frozen = manifest.side_patch(name)
         if frozen is not None and patch is not None:
             patch_bytes = read_regular_file(patch, "patch", MAX_PATCH_BYTES)
-            if sha256(patch_bytes) != frozen["sha256"]:
+            if sha256_hex(patch_bytes) != frozen["sha256"]:
                 raise EvidenceDriftError(f"patch file {patch.name} (vs frozen manifest)",
-                                         frozen["sha256"], sha256(patch_bytes))
+                                         frozen["sha256"], sha256_hex(patch_bytes))
             side, tree = patched_side(side, tree, patch_bytes, cache=cache)
             if side.kernel_sha256 != frozen["kernel_sha256"]:
                 raise EvidenceDriftError(f"{name} kernel after the patch (vs frozen manifest)",

@@ -29,10 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import SourcesError, UsageError
 from .closure import closure
 from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
-from .sources import KERNEL_PATH, cache_root, sha256_bytes, sha256_file, write_tree
+from .sources import KERNEL_PATH, cache_root, write_tree
 
 _RELEASE = re.compile(r"^vllm==(\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)?)$")
 _VERSION_PY = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""",
@@ -161,7 +162,7 @@ def pin_files(fileset: FileSet, version: str) -> tuple[dict[str, str], list[str]
         raise SourcesError(f"vLLM {version} does not ship {KERNEL_PATH}; nothing to pin")
     found = closure(fileset.names, fileset.read)
     paths = set(found.files) | set(_metadata_files(fileset.names))
-    files = {path: sha256_bytes(fileset.read(path)) for path in sorted(paths)}
+    files = {path: sha256_hex(fileset.read(path)) for path in sorted(paths)}
     return files, sorted(found.placeholders), sorted(found.third_party)
 
 

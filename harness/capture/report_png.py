@@ -11,10 +11,8 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..core.names import FORCED, ORDINARY, SIDES
 from ..core.report import (
-    FORCED,
-    ORDINARY,
-    SIDES,
     ReportInputs,
     is_interpreter,
     oracle_count,

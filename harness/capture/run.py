@@ -32,17 +32,18 @@ from typing import Any
 from .. import __version__
 from ..core.bundle import BundleContent, WrittenBundle, write_bundle
 from ..core.cases_index import check_against_manifest, parse_cases_index
+from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
 from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
 from ..core.keys import load_private_key
-from ..core.manifest import SPLIT, Manifest, load_manifest
+from ..core.manifest import Manifest, load_manifest
+from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from ..core.oracle import numpy_available
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
 from .provenance import source_revision
 from .sources import (
-    SIDES,
     Pins,
     Side,
     cache_root,
@@ -50,7 +51,6 @@ from .sources import (
     kernel_diff,
     load_pins,
     resolve_tree,
-    sha256_bytes,
     user_candidate,
     verified_wheel,
 )
@@ -110,7 +110,7 @@ def check_pins_match(manifest: Manifest, pins: Pins, patch: Path | None) -> None
             continue
         want = declared["sides"][name]
         have = pins.side(name)
-        for key in ("version", "wheel", "wheel_sha256", "kernel_sha256"):
+        for key in WHEEL_PIN_FIELDS:
             if str(want[key]) != str(getattr(have, key)):
                 raise EvidenceDriftError(f"{name} {key} (manifest vs pins.json)",
                                          str(want[key]), str(getattr(have, key)))
@@ -155,10 +155,10 @@ def prepare_sides(manifest: Manifest, options: RunOptions,
     if options.patch is not None:
         patch_bytes = _read(options.patch, "patch")
         declared = manifest.sources
-        if sha256_bytes(patch_bytes) != declared.get("patch_sha256"):
+        if sha256_hex(patch_bytes) != declared.get("patch_sha256"):
             raise EvidenceDriftError(f"patch file {options.patch.name} (vs frozen manifest)",
                                      str(declared.get("patch_sha256")),
-                                     sha256_bytes(patch_bytes))
+                                     sha256_hex(patch_bytes))
         side, tree = user_candidate(pins, options.patch, cache=cache, sources=options.sources)
         want = declared["sides"]["patched"]["kernel_sha256"]
         if side.kernel_sha256 != want:
@@ -185,24 +185,16 @@ def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes) 
     record = next((c for c in result.evidence.get("cases", []) if c.get("id") == case_id), None)
     if record is None:
         return "unreadable_output"
-    if (record.get("logits_sha256") != sha256_bytes(logits)
-            or record.get("p_sha256") != sha256_bytes(p)):
+    if (record.get("logits_sha256") != sha256_hex(logits)
+            or record.get("p_sha256") != sha256_hex(p)):
         return "input_mismatch"
     try:
         data = (result.out_dir / f"{case_id}.out.f32").read_bytes()
     except OSError:
         return "unreadable_output"
-    if sha256_bytes(data) != record.get("output_sha256"):
+    if sha256_hex(data) != record.get("output_sha256"):
         return "unreadable_output"
     return data
-
-
-def _path_proven(result: SideResult, case_id: str, dispatch: str) -> bool:
-    """Whether the side's evidence proves its declared path (``split``/``single``) for a case."""
-    for record in (result.evidence or {}).get("cases", []):
-        if record.get("id") == case_id:
-            return bool(record.get(dispatch, {}).get("proven"))
-    return False
 
 
 def _split_path_failed(results: Mapping[str, SideResult], dispatch: Mapping[str, str]) -> bool:
@@ -213,8 +205,7 @@ def _split_path_failed(results: Mapping[str, SideResult], dispatch: Mapping[str,
     kernel_crash).
     """
     return any((result.evidence or {}).get("declared_path_missing") is True
-               or any(not record.get(dispatch[name], {}).get("proven")
-                      for record in (result.evidence or {}).get("cases", []))
+               or not all(proven_cases(result.evidence, dispatch[name]).values())
                for name, result in results.items())
 
 
@@ -337,14 +328,15 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         split_path: dict[str, bool] = {}
         paths: dict[str, dict[str, str | None]] = {}
         case_bytes: list[CaseBytes] = []
+        proven = {name: proven_cases(results[name].evidence, dispatch[name]) for name in SIDES}
         for case in layout:
             logits = (work / case.logits_path).read_bytes()
             p = (work / case.p_path).read_bytes()
             inputs[case.logits_path], inputs[case.p_path] = logits, p
             for name in SIDES:
                 outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
-            paths[case.id] = {n: dispatch[n] if _path_proven(results[n], case.id, dispatch[n])
-                              else None for n in SIDES}
+            paths[case.id] = {n: dispatch[n] if proven[n].get(case.id, False) else None
+                              for n in SIDES}
             split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)
             case_bytes.append(CaseBytes(
                 case.id, case.vocab,
@@ -420,7 +412,7 @@ def _change_sha256(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]]) -
     stock, patched = (sides[name] for name in SIDES)
     diff = kernel_diff((stock[1] / stock[0].kernel_path).read_bytes(),
                        (patched[1] / patched[0].kernel_path).read_bytes(), stock[0].kernel_path)
-    return sha256_bytes(diff)
+    return sha256_hex(diff)
 
 
 def _reports(manifest: Manifest, backend: str, rows: list[dict[str, Any]],

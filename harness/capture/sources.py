@@ -19,7 +19,6 @@ reproduces it without Python.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 import json
 import os
@@ -34,13 +33,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..core.digest import is_sha256, sha256_file, sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
+from ..core.names import SIDES
 from ..core.safeio import read_regular_file
 
-SIDES = ("stock", "patched")
 KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
-_CHUNK = 1 << 20
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 # --- hashing --------------------------------------------------------------------------------
@@ -48,22 +46,10 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MAX_PATCH_BYTES = 16 << 20  # a unified diff of one kernel file
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def tree_digest(files: Mapping[str, str]) -> str:
     """sha256 over ``"<sha256>  <path>\\n"`` lines sorted by path (``sha256sum`` format)."""
     text = "".join(f"{files[path]}  {path}\n" for path in sorted(files))
-    return sha256_bytes(text.encode("utf-8"))
+    return sha256_hex(text.encode("utf-8"))
 
 
 # --- pins -----------------------------------------------------------------------------------
@@ -130,7 +116,7 @@ class Pins:
 
 
 def _check_sha(value: object, what: str) -> str:
-    if not isinstance(value, str) or not _SHA256.match(value):
+    if not is_sha256(value):
         raise SourcesError(f"pins: {what} is not a lowercase sha256 hex digest")
     return value
 
@@ -279,20 +265,20 @@ def apply_patch(original: bytes, diff: bytes, path: str) -> bytes:
 def candidate(stock: Side, patched_kernel: bytes, patch_bytes: bytes, *,
               name: str = "patched") -> Side:
     """A user's candidate: stock's files with the kernel replaced by the patched bytes."""
-    kernel_sha = sha256_bytes(patched_kernel)
+    kernel_sha = sha256_hex(patched_kernel)
     files = dict(stock.files)
     files[stock.kernel_path] = kernel_sha
     return replace(
         stock, name=name, kernel_sha256=kernel_sha, files=files,
-        patch_file_sha256=sha256_bytes(patch_bytes),
+        patch_file_sha256=sha256_hex(patch_bytes),
     )
 
 
 def patched_side(side: Side, tree: Path, patch_bytes: bytes, *, cache: Path) -> tuple[Side, Path]:
     """``side`` with a unified diff applied exactly to its kernel: the side and its tree."""
     kernel = (tree / side.kernel_path).read_bytes()
-    if sha256_bytes(kernel) != side.kernel_sha256:  # re-read after verification
-        raise EvidenceDriftError(f"{side.name} kernel", side.kernel_sha256, sha256_bytes(kernel))
+    if sha256_hex(kernel) != side.kernel_sha256:  # re-read after verification
+        raise EvidenceDriftError(f"{side.name} kernel", side.kernel_sha256, sha256_hex(kernel))
     patched = apply_patch(kernel, patch_bytes, side.kernel_path)
     result = candidate(side, patched, patch_bytes, name=side.name)
     return result, build_candidate_tree(result, tree, patched, cache / "trees")
@@ -504,8 +490,8 @@ def user_candidate(pins: Pins, patch_file: Path, *, cache: Path,
     stock_tree = resolve_tree(stock, cache=cache, sources=sources)
     patch_bytes = read_regular_file(patch_file, "patch", MAX_PATCH_BYTES)
     kernel = (stock_tree / stock.kernel_path).read_bytes()
-    if sha256_bytes(kernel) != stock.kernel_sha256:  # re-read after verification
-        raise EvidenceDriftError("stock kernel", stock.kernel_sha256, sha256_bytes(kernel))
+    if sha256_hex(kernel) != stock.kernel_sha256:  # re-read after verification
+        raise EvidenceDriftError("stock kernel", stock.kernel_sha256, sha256_hex(kernel))
     patched = apply_patch(kernel, patch_bytes, stock.kernel_path)
     side = candidate(stock, patched, patch_bytes)
     return side, build_candidate_tree(side, stock_tree, patched, cache / "trees")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EXIT_OK, UsageError
+from ..core.names import FORCED, SIDES
 from .row_progress import RowProgress
 
 if TYPE_CHECKING:
@@ -86,9 +87,8 @@ def _unstopped_flagged(record: dict[str, Any]) -> bool:
         return False
     if record.get("binary64_vs_exact") != "agree":
         return True
-    return record.get("kind") != "forced" and any(
-        record.get(f"{side}_vs_exact") in ("under_keep", "over_keep")
-        for side in ("stock", "patched"))
+    return record.get("kind") != FORCED and any(
+        record.get(f"{side}_vs_exact") in ("under_keep", "over_keep") for side in SIDES)
 
 
 def _print_text(verified: Verified, records: list[dict[str, Any]]) -> None:

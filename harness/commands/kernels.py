@@ -67,10 +67,11 @@ def run(args: argparse.Namespace) -> int:
 
     require_gpu_extra("kernels")
     from ..capture.kernels.runner import run_side
-    from ..capture.sources import SIDES, cache_root, load_pins, resolve_tree
+    from ..capture.sources import cache_root, load_pins, resolve_tree
     from ..core.cases_index import render_cases_index
     from ..core.f32 import rows
     from ..core.manifest import HARD_MAX_BATCH, CaseLayout, RowLayout
+    from ..core.names import ORDINARY, SIDES, SPLIT
 
     if args.out.exists():
         raise UsageError(f"{args.out} already exists; refusing to overwrite")
@@ -82,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
     pins = load_pins()
     cache = cache_root(args.cache)
     trees = {n: resolve_tree(pins.side(n), cache=cache, sources=args.sources) for n in SIDES}
-    layout = CaseLayout(CASE_ID, "ordinary", batch, args.vocab,
-                        tuple(RowLayout("ordinary", None, f"row {i}") for i in range(batch)))
+    layout = CaseLayout(CASE_ID, ORDINARY, batch, args.vocab,
+                        tuple(RowLayout(ORDINARY, None, f"row {i}") for i in range(batch)))
     work = args.out / "captured"
     (work / "inputs").mkdir(parents=True)
     (work / layout.logits_path).write_bytes(logits)
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
                           work / "cases.json", args.out / name, args.timeout)
         record = next(iter((result.evidence or {}).get("cases", [])), {})
         kept = record.get("kept_counts")
-        slices = record.get("split", {}).get("slices")
+        slices = record.get(SPLIT, {}).get("slices")
         print(f"{name}: {result.status} {result.reason} kept={kept} slices={slices} "
               f"-> {args.out / name}".replace("  ", " "))
         failed = failed or not result.ok

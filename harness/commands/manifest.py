@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, UsageError
+from ..core.names import DISPATCH_PATHS, SIDES
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,12 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     new.add_argument("--patched", type=Path, required=True, metavar="PIN")
     new.add_argument("--patch", type=Path, metavar="DIFF",
                      help="unified diff of the kernel file, applied exactly on --on's side")
-    new.add_argument("--on", choices=("stock", "patched"), default=None,
+    new.add_argument("--on", choices=SIDES, default=None,
                      help="the side --patch applies to (required with --patch)")
     new.add_argument("--matrix", required=True, metavar="NAME|FILE")
-    new.add_argument("--stock-path", choices=("split", "single"), default=None,
+    new.add_argument("--stock-path", choices=DISPATCH_PATHS, default=None,
                      help="the stock side's dispatch path (default: from its kernel)")
-    new.add_argument("--patched-path", choices=("split", "single"), default=None,
+    new.add_argument("--patched-path", choices=DISPATCH_PATHS, default=None,
                      help="the patched side's dispatch path (default: from its kernel)")
     new.add_argument("--cache", type=Path, default=None, metavar="DIR",
                      help="wheel and tree cache (default: $TOPP_GATE_CACHE or "

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, UsageError
+from ..core.names import SIDES
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     actions.required = True
     fetch = actions.add_parser("fetch", help="download the pinned wheels (pip, no "
                                "dependencies), verify them, extract the pinned trees")
-    fetch.add_argument("--side", choices=("stock", "patched", "all"), default="all")
+    fetch.add_argument("--side", choices=(*SIDES, "all"), default="all")
     fetch.add_argument("--find-links", metavar="DIR",
                        help="also look for the wheels in DIR (passed to pip)")
     export = actions.add_parser("export", help="copy the verified trees to DIR, for "
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     pins = sources.load_pins()
     cache = sources.cache_root(args.cache)
     if args.action == "fetch":
-        names = sources.SIDES if args.side == "all" else (args.side,)
+        names = SIDES if args.side == "all" else (args.side,)
         for name in names:
             side = pins.side(name)
             print(f"{name}: vLLM {side.version}: fetching {side.wheel} (pip shows progress)",

@@ -30,7 +30,6 @@ bundle. It refuses an existing destination and a bundle over the size cap.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import lzma
 import os
@@ -49,8 +48,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .. import __version__
 from . import dsse, provenance, receipt
+from .digest import sha256_hex
 from .errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
 from .keys import keyid
+from .names import SIDES
 
 LAYOUT = "topp-gate/bundle/v1"
 MANIFEST = "manifest.json"
@@ -58,7 +59,6 @@ CASES = "cases.json"
 ROWS = "results/rows.json"
 RECEIPT = "receipt.json"
 ENVELOPE = "receipt.dsse.json"
-SIDES = ("stock", "patched")
 SIGNATURE_FILES = (RECEIPT, ENVELOPE)
 MAX_ENVELOPE_BYTES = 16 << 20  # 36x the H200 receipt's envelope (405 rows)
 
@@ -84,10 +84,6 @@ _SAFE_PATH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-
 _MASK_MAGIC = b"TGM1"
 _NEG_INF = struct.pack("<f", float("-inf"))
 _CODE_RUNS = re.compile(rb"\x00+|\x01+|\x02+")
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def output_name(side: str, case_id: str) -> str:
@@ -335,10 +331,10 @@ def _store(root: Path, name: str, data: bytes, codec: str, base: bytes | None) -
         handle.flush()
         os.fsync(handle.fileno())
     annotations: dict[str, Any] = {
-        "codec": codec, "stored": stored_name, "stored_sha256": sha256(stored),
+        "codec": codec, "stored": stored_name, "stored_sha256": sha256_hex(stored),
         "size": len(data), "stored_size": len(stored),
     }
-    return {"name": name, "digest": {"sha256": sha256(data)}, "annotations": annotations}
+    return {"name": name, "digest": {"sha256": sha256_hex(data)}, "annotations": annotations}
 
 
 def _evidence_object(content: BundleContent, side: str) -> dict[str, Any] | None:
@@ -369,9 +365,9 @@ def build_predicate(content: BundleContent, max_bytes: int | None) -> dict[str, 
         "rows": list(content.rows),
         "cases": cases,
         "hashes": {
-            "manifest": sha256(content.manifest),
-            "case_matrix": sha256(content.cases),
-            "rows": sha256(rows_bytes(content.rows)),
+            "manifest": sha256_hex(content.manifest),
+            "case_matrix": sha256_hex(content.cases),
+            "rows": sha256_hex(rows_bytes(content.rows)),
             "patch": content.patch_sha256,
             "sources": content.sources,
         },

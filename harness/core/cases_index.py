@@ -13,7 +13,8 @@ from typing import Any
 
 from . import schema
 from .errors import BindingMismatchError, MalformedEvidenceError
-from .manifest import FORCED, CaseLayout, Manifest, RowLayout, expected_layout
+from .manifest import CaseLayout, Manifest, RowLayout, expected_layout
+from .names import FORCED
 from .strictjson import loads_strict
 
 SCHEMA = "topp-gate/cases/v1"

@@ -78,23 +78,6 @@ def envelope_bytes(envelope: dict[str, Any]) -> bytes:
     return (json.dumps(envelope, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
-def canonical_envelope(data: bytes, payload: bytes, public_key: Ed25519PublicKey) -> bytes:
-    """The exact bytes :func:`sign` + :func:`envelope_bytes` give for a verified envelope.
-
-    Call only after :func:`verify` succeeded on ``data`` with ``public_key``.
-    """
-    _payload, payload_type, sigs = _parse(data)
-    kid = keyid(public_key)
-    for _kid, sig in sigs:
-        try:
-            public_key.verify(sig, pae(payload_type, payload))
-        except Exception:  # noqa: S112 - try the next signature
-            continue
-        return envelope_bytes({"payload": _b64(payload), "payloadType": payload_type,
-                               "signatures": [{"keyid": kid, "sig": _b64(sig)}]})
-    raise SignatureError(f"no signature verifies with the given public key (key id {kid})")
-
-
 def _unb64_exact(text: object, what: str) -> bytes:
     """Standard-alphabet, padded base64 in its one canonical spelling (no spare bits)."""
     raw = _unb64(text, what)
@@ -104,6 +87,14 @@ def _unb64_exact(text: object, what: str) -> bytes:
 
 
 def _parse(data: bytes, exact: bool = False) -> tuple[bytes, str, list[tuple[str | None, bytes]]]:
+    """Payload, payload type and (key id hint, signature) pairs of an envelope.
+
+    ``exact`` (bundles) also requires the writer's form, before any cryptography: exactly
+    one signature, with a key id hint, of 64 bytes; standard base64 in its one canonical
+    spelling; and the file laid out as :func:`envelope_bytes` lays it out. Nothing about
+    the envelope may then vary without changing a signed byte, except the key id hint,
+    which :func:`verify` compares with the trusted key's id once the signature checks.
+    """
     envelope = loads_strict(data, "DSSE envelope")
     if not isinstance(envelope, dict) or set(envelope) != ENVELOPE_KEYS:
         raise MalformedEvidenceError(
@@ -126,11 +117,16 @@ def _parse(data: bytes, exact: bool = False) -> tuple[bytes, str, list[tuple[str
         kid = entry.get("keyid")
         if kid is not None and not isinstance(kid, str):
             raise MalformedEvidenceError("DSSE keyid is not a string")
+        if exact and kid is None:
+            raise MalformedEvidenceError("DSSE signature has no keyid; a bundle's names its key")
         sig = unb64(entry["sig"], "signature")
         if exact and len(sig) != ED25519_SIGNATURE_BYTES:
             raise MalformedEvidenceError(f"DSSE signature holds {len(sig)} bytes, not "
                                          f"{ED25519_SIGNATURE_BYTES}")
         sigs.append((kid, sig))
+    if exact and data != envelope_bytes(envelope):
+        raise MalformedEvidenceError("DSSE envelope is not laid out as the writer lays it out "
+                                     "(sorted keys, two-space indent, final newline)")
     return payload, payload_type, sigs
 
 
@@ -139,10 +135,11 @@ def verify(data: bytes, public_key: Ed25519PublicKey,
     """Verify a DSSE envelope (bytes) with one trusted key; return the verified payload.
 
     The keyid is only a hint (never a security decision): every signature is tried.
-    ``exact`` (bundles) first requires the writer's shape, before any cryptography: exactly
-    one signature of 64 bytes in canonical standard base64 (the key id hint is compared
-    with the writer's form afterwards, by the caller). A bundle carrying
-    500k signatures is refused after counting them, not after checking each.
+    ``exact`` (bundles) first requires the writer's form when parsing (see :func:`_parse`;
+    a bundle carrying 500k signatures is refused after counting them, not after checking
+    each), and once the signature checks, a key id hint equal to the trusted key's id: so
+    a verified bundle envelope is byte for byte what :func:`sign` and
+    :func:`envelope_bytes` make, and no re-encoding is needed to prove it.
     """
     payload, payload_type, sigs = _parse(data, exact)
     message = pae(payload_type, payload)
@@ -161,6 +158,9 @@ def verify(data: bytes, public_key: Ed25519PublicKey,
     if not verified:
         raise SignatureError(
             f"no signature verifies with the given public key (key id {keyid(public_key)})")
+    if exact and sigs[0][0] != keyid(public_key):
+        raise MalformedEvidenceError(f"DSSE keyid hint {sigs[0][0]!r} is not the id of the key "
+                                     "that verified the signature")
     if payload_type != expected_payload_type:
         raise BindingMismatchError("DSSE payloadType", expected_payload_type, payload_type)
     return payload

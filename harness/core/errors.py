@@ -12,6 +12,9 @@ Only a gate STOP is exit 1 (``run``'s verdict, ``verify``'s verified verdict).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from .terminal import printable
 
 EXIT_OK = 0
@@ -95,6 +98,25 @@ class LimitError(InvalidInputError):
     code = "over_limit"
 
 
+class ManifestError(InvalidInputError):
+    """A manifest is unreadable, fails its schema, or is internally inconsistent."""
+
+    code = "bad_manifest"
+
+
+class ManifestNotFrozenError(ManifestError):
+    """A manifest has no usable committed ``.sha256`` sibling, so it is not frozen."""
+
+    code = "manifest_not_frozen"
+
+
+class SectionInputError(UsageError):
+    """A README section generator (``scripts/results_section.py``,
+    ``scripts/affected_releases.py``) cannot build its section from the input it was given."""
+
+    code = "section_input"
+
+
 # --- evidence and sources (exit 2 when running, exit 4 when verifying) ----------------------
 
 
@@ -118,6 +140,22 @@ class KernelRunError(HarnessError):
     """A kernel child could not be started or produced unusable results."""
 
     code = "kernel_run"
+
+
+class KernelChildError(KernelRunError):
+    """Inside the kernel child: the one-line reason it stops (the runner records a crash)."""
+
+    code = "kernel_child"
+
+
+# --- internal (exit 5) ---------------------------------------------------------------------
+
+
+class InternalError(HarnessError):
+    """An invariant of topp-gate's own code does not hold: a bug, never a verdict."""
+
+    code = "internal_error"
+    exit_code = EXIT_INTERNAL
 
 
 # --- verification (exit 4) -----------------------------------------------------------------
@@ -151,3 +189,50 @@ class BindingMismatchError(VerificationError):
                  said_by: str = "receipt") -> None:
         self.what, self.expected, self.actual = what, expected, actual
         super().__init__(f"{what}: {said_by} says {expected}, found {actual}")
+
+
+class HarnessDriftError(BindingMismatchError):
+    """The bundle was made by harness code that differs from this verifier's (--strict)."""
+
+    code = "harness_drift"
+
+
+class VerificationInternalError(VerificationError):
+    """An unexpected exception inside verification: refused, never passed (fail closed)."""
+
+    code = "verification_internal"
+
+    def __init__(self, doing: str, err: BaseException) -> None:
+        self.doing, self.cause = doing, err
+        if isinstance(err, MemoryError):
+            super().__init__(f"ran out of memory while {doing}")
+        else:
+            super().__init__(f"unexpected {type(err).__name__} while {doing}: {err}")
+
+
+@contextmanager
+def wrap_as(error: type[HarnessError], prefix: str = "", *,
+            keep: type[HarnessError] = VerificationError,
+            failing_closed: str | None = None) -> Iterator[None]:
+    """Relabel the errors raised inside the block, each ``raise ... from`` its cause.
+
+    A ``keep`` error passes unchanged; any other :class:`HarnessError` becomes ``error``
+    with ``prefix`` before its detail. With ``failing_closed`` (what the block is doing,
+    as in "verifying"), the block is a verification boundary: an :class:`InternalError`, a
+    ``MemoryError`` or any unexpected exception becomes a :class:`VerificationInternalError`
+    (a refusal, never a pass); without it they pass through to the caller's boundary.
+    """
+    try:
+        yield
+    except keep:
+        raise
+    except InternalError as err:
+        if failing_closed is None:
+            raise
+        raise VerificationInternalError(failing_closed, err) from err
+    except HarnessError as err:
+        raise error(f"{prefix}{err.detail}") from err
+    except Exception as err:  # MemoryError included: fail closed at the boundary
+        if failing_closed is None:
+            raise
+        raise VerificationInternalError(failing_closed, err) from err

@@ -1,10 +1,10 @@
 """Exact-real counts for every row of a bundle, beside its binary64 and kernel counts.
 
 Derived, not attested: nothing here goes into a receipt, changes a verdict or touches a
-rule. Input is a :class:`harness.core.verify.BundleView` (signature, schema and file set checked
-on open; each artifact's digests checked on read) and its signed per-row results; callers
-that need a verified bundle run :func:`harness.core.verify.verify_bundle` first
-(``topp-gate exact`` does).
+rule. Input is a :class:`harness.core.verify.UnsafeBundleView` (signature, schema and file
+set checked on open; each artifact's digests checked on read) and its signed per-row
+results; callers that need a verified bundle run :func:`harness.core.verify.verify_bundle`
+first (``topp-gate exact`` does).
 
 Per row: the binary64 oracle count and both kernels' kept counts (from the signed per-row
 results, which ``verify`` reruns), the exact-real count (:mod:`harness.core.exact`, started
@@ -19,12 +19,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .bundle import CASES, SIDES
+from .bundle import CASES
 from .cases_index import parse_cases_index
 from .errors import MalformedEvidenceError
 from .exact import ExactCount, ExactOutcome, RowTask, exact_rows, outcome_json
 from .f32 import FLOAT32_BYTES, decode
-from .verify import BundleView
+from .names import SIDES
+from .verify import UnsafeBundleView
 
 AGREE = "agree"
 DIFFER = "differ"
@@ -91,7 +92,7 @@ def _kept(result: dict[str, Any], side: str) -> int | None:
     return int(info["kept"]) if info.get("status") == "ok" else None
 
 
-def row_tasks(view: BundleView) -> tuple[list[RowTask], list[dict[str, Any]]]:
+def row_tasks(view: UnsafeBundleView) -> tuple[list[RowTask], list[dict[str, Any]]]:
     """Per row, in the receipt's order: the exact search's work item and the signed result."""
     results: list[dict[str, Any]] = view.statement["predicate"]["rows"]
     layout = parse_cases_index(view.raw(CASES))
@@ -113,7 +114,7 @@ def row_tasks(view: BundleView) -> tuple[list[RowTask], list[dict[str, Any]]]:
     return tasks, results
 
 
-def bundle_exact(view: BundleView, *, workers: int = 1,
+def bundle_exact(view: UnsafeBundleView, *, workers: int = 1,
                  progress: Callable[[int], None] | None = None,
                  on_rows: Callable[[int], None] | None = None) -> list[ExactRow]:
     """Every row's exact-real count beside its binary64 and kernel counts."""

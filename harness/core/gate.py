@@ -21,6 +21,10 @@ Ordinary rows (boundary rows too), in the seed's order:
     4. patched symmetric difference from the oracle <= stock's (``symdiff_regression``).
 Diagnostics (never a stop): exact mask equality with the oracle, and whether removing the
 lowest-priority kept token drops the reference prefix below p (minimality).
+
+Inputs are checked before they get here (:mod:`harness.core.judge`, the receipt schema); a
+row kind, side status, criterion or stop reason this module does not know is therefore a
+bug, raised as :class:`~harness.core.errors.InternalError` (exit 5), never a usage error.
 """
 
 from __future__ import annotations
@@ -31,13 +35,10 @@ from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 
-from .errors import UsageError
+from .errors import InternalError
 from .f32 import hexf
+from .names import FORCED, ROW_KINDS
 from .oracle import Ambiguous, Certified, OracleOutcome
-
-FORCED = "forced"
-ORDINARY = "ordinary"
-ROW_KINDS = (FORCED, ORDINARY)
 
 # Side statuses: what the kernel runner could say about one side's output for a row.
 OK = "ok"
@@ -78,7 +79,7 @@ class SideOutput:
     @classmethod
     def failed(cls, status: str) -> SideOutput:
         if status not in SIDE_FAILURES:
-            raise UsageError(f"unknown side failure status {status!r}")
+            raise InternalError(f"unknown side failure status {status!r}")
         return cls(status, None)
 
 
@@ -286,10 +287,10 @@ class AllOf:
 
     def __init__(self, names: Sequence[str], registry: dict[str, Criterion]) -> None:
         if not names:
-            raise UsageError("a gate needs at least one criterion")
+            raise InternalError("a gate needs at least one criterion")
         unknown = [n for n in names if n not in registry]
         if unknown:
-            raise UsageError(f"unknown gate criteria: {', '.join(unknown)}")
+            raise InternalError(f"unknown gate criteria: {', '.join(unknown)}")
         self.names = tuple(names)
         self._criteria = [registry[n] for n in names]
 
@@ -360,9 +361,9 @@ def judge_row(row: Row, oracle: OracleOutcome, stock: SideOutput, patched: SideO
     stock_split, patched_split = split_sides if split_sides is not None else (split_path,
                                                                               split_path)
     if row.kind not in ROW_KINDS:
-        raise UsageError(f"unknown row kind {row.kind!r}")
+        raise InternalError(f"unknown row kind {row.kind!r}")
     if row.kind == FORCED and (row.forced_id is None or not 0 <= row.forced_id < len(row.logits)):
-        raise UsageError(f"forced row {row.case}[{row.index}] has no valid forced id")
+        raise InternalError(f"forced row {row.case}[{row.index}] has no valid forced id")
     result: dict[str, Any] = {
         "case": row.case,
         "row": row.index,
@@ -422,7 +423,7 @@ def verdict(row_results: Iterable[dict[str, Any]], run_stops: Iterable[str] = ()
             reasons.update(result["stops"])
     unknown = reasons.difference(STOP_REASONS)
     if unknown:
-        raise UsageError(f"unknown stop reasons: {', '.join(sorted(unknown))}")
+        raise InternalError(f"unknown stop reasons: {', '.join(sorted(unknown))}")
     if rows == 0:
         reasons.add("unreadable_output")  # nothing judged is never a pass
     return {

@@ -19,7 +19,8 @@ from typing import Any
 
 from .errors import ShapeError, UsageError
 from .f32 import FLOAT32_BYTES, decode
-from .gate import FORCED, OK, ROW_KINDS, SIDE_FAILURES, Row, SideOutput, judge_row
+from .gate import OK, SIDE_FAILURES, Row, SideOutput, judge_row
+from .names import FORCED, ROW_KINDS
 from .oracle import reference
 
 

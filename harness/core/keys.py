@@ -7,7 +7,6 @@ A private key is never written anywhere but the path the user names.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -16,6 +15,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from .digest import sha256_hex
 from .errors import UsageError
 from .safeio import read_regular_file
 
@@ -32,7 +32,7 @@ def raw_public_bytes(public_key: Ed25519PublicKey) -> bytes:
 
 def keyid(public_key: Ed25519PublicKey) -> str:
     """sha256 hex of the raw 32-byte Ed25519 public key."""
-    return hashlib.sha256(raw_public_bytes(public_key)).hexdigest()
+    return sha256_hex(raw_public_bytes(public_key))
 
 
 def private_pem(private_key: Ed25519PrivateKey) -> bytes:

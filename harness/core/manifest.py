@@ -17,12 +17,10 @@ this manifest must hold: id, kind, batch, vocab and per row ``judge``, ``forced_
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
 import os
-import re
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,38 +28,21 @@ from pathlib import Path
 from typing import Any
 
 from . import schema
-from .errors import EvidenceDriftError, InvalidInputError, LimitError
+from .digest import parse_sha256sum_line, sha256_hex
+from .errors import EvidenceDriftError, LimitError, ManifestError, ManifestNotFrozenError
 from .f32 import runtime_p, to_float32
+from .names import BOUNDARY, FORCED, ORDINARY, SPLIT
 from .safeio import read_regular_file
 from .strictjson import no_duplicate_keys
 
 SCHEMA = "topp-gate/manifest/v1"
 SCHEMA_V2 = "topp-gate/manifest/v2"  # sides by pin file, a patch on either side, dispatch paths
-SPLIT = "split"  # the CUDA split top-p pipeline (_apply_topp_split)
-SINGLE = "single"  # the one-kernel path (_topk_topp_kernel)
-DISPATCH_PATHS = (SPLIT, SINGLE)
 SCHEMA_RESOURCE = "manifest.schema.json"
 HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64
 FROZEN_SUFFIX = ".sha256"
 MAX_MANIFEST_BYTES = 1 << 20  # the H200 matrix is 11 kB; a manifest is never near this
 MAX_FROZEN_HASH_BYTES = 4096
-FORCED = "forced"
-ORDINARY = "ordinary"
-BOUNDARY = "boundary"
-_SHA256SUM_LINE = re.compile(r"^([0-9a-f]{64}) [ *](\S(?:.*\S)?)\n?$")
 _FLOAT32_MAX_KEY = 0x7F7FFFFF  # ordered-integer key of the largest finite float32
-
-
-class ManifestError(InvalidInputError):
-    """A manifest is unreadable, fails its schema, or is internally inconsistent."""
-
-    code = "bad_manifest"
-
-
-class ManifestNotFrozenError(ManifestError):
-    """A manifest has no usable committed ``.sha256`` sibling, so it is not frozen."""
-
-    code = "manifest_not_frozen"
 
 
 # --- layout (what cases.json must hold) ----------------------------------------------------
@@ -173,15 +154,6 @@ def manifest_schema() -> dict[str, Any]:
     return schema.load(SCHEMA_RESOURCE)
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256sum_line(raw: bytes, filename: str) -> str:
-    """The ``sha256sum`` line that freezes ``raw`` stored as ``filename``."""
-    return f"{sha256_hex(raw)}  {filename}\n"
-
-
 def parse_manifest(raw: bytes, *, source: str = "manifest") -> Manifest:
     """Parse manifest bytes: JSON, schema, semantic checks and limits. No frozen check."""
     try:
@@ -211,10 +183,10 @@ def frozen_sha256(path: Path) -> str:
                                  error=ManifestNotFrozenError).decode("utf-8")
     except UnicodeDecodeError as err:
         raise ManifestNotFrozenError(f"{sibling}: unreadable ({err})") from None
-    match = _SHA256SUM_LINE.match(text)
-    if match is None:
+    line = parse_sha256sum_line(text)
+    if line is None or line[1] is None:
         raise ManifestNotFrozenError(f"{sibling}: not one sha256sum line for {path.name}")
-    digest, name = match.groups()
+    digest, name = line
     if name != path.name:
         raise ManifestNotFrozenError(f"{sibling}: freezes {name!r}, not {path.name!r}")
     return digest

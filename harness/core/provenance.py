@@ -18,7 +18,6 @@ or, without DIR, of the installed package.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -27,7 +26,9 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
+from .digest import sha256_hex
 from .errors import UsageError
+from .safeio import read_regular_file
 
 CORE_TREE = "topp-gate/core-tree/v1"
 HARNESS_TREE = "topp-gate/harness-tree/v1"
@@ -50,9 +51,9 @@ def _skipped(name: str) -> bool:
 
 def digest_lines(files: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
     """The digest of ``(relative path, bytes)`` pairs, with the number of files."""
-    lines = sorted(rel.encode("utf-8") + b"\0" + hashlib.sha256(data).hexdigest().encode()
-                   + b"\n" for rel, data in files)
-    return {"sha256": hashlib.sha256(b"".join(lines)).hexdigest(), "files": len(lines)}
+    lines = sorted(rel.encode("utf-8") + b"\0" + sha256_hex(data).encode() + b"\n"
+                   for rel, data in files)
+    return {"sha256": sha256_hex(b"".join(lines)), "files": len(lines)}
 
 
 def _installed(node: Traversable, prefix: str = "") -> Iterator[tuple[str, bytes]]:
@@ -100,23 +101,8 @@ def _checkout_files(top: Path) -> Iterator[tuple[str, bytes]]:
                 seen += 1
                 if seen > MAX_FILES:
                     raise UsageError(f"{top} holds more than {MAX_FILES} source files")
-                yield rel, _read_regular(Path(entry.path))
-
-
-def _read_regular(path: Path) -> bytes:
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as err:
-        raise UsageError(f"cannot open {path}: {err.strerror or err}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
-            raise UsageError(f"{path} is not a regular source file")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            return handle.read(MAX_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
+                yield rel, read_regular_file(Path(entry.path), "source file", MAX_FILE_BYTES,
+                                             follow_link=False)
 
 
 def checkout_digest(root: Path, algorithm: str = CORE_TREE) -> dict[str, Any]:

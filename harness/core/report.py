@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-SIDES = ("stock", "patched")
-FORCED = "forced"
-ORDINARY = "ordinary"
+from .names import FORCED, ORDINARY, SIDES
+
 AMBIGUOUS = "oracle_boundary_ambiguous"
 INTERPRETER = "interpreter"
 _MINIMAL = {True: "yes", False: "no", None: "undefined"}

@@ -24,15 +24,18 @@ OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC
 
 
 def read_regular_file(path: Path, what: str, max_bytes: int, *, owner_only: bool = False,
+                      follow_link: bool = True,
                       error: type[HarnessError] = UsageError) -> bytes:
     """The bytes of the regular file ``path`` (at most ``max_bytes``), or ``error`` (a
     :class:`UsageError` unless the caller names a more precise exit-2 error).
 
     ``owner_only`` also refuses a file that its group or others may read or write (as ssh
-    refuses a private key with such bits): for private keys.
+    refuses a private key with such bits): for private keys. ``follow_link=False`` refuses
+    a symbolic link in the last component (for files found by walking a tree).
     """
+    flags = OPEN_FLAGS if follow_link else OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, OPEN_FLAGS)
+        fd = os.open(path, flags)
     except OSError as err:
         raise error(f"cannot read {what} {path}: {err.strerror or err}") from None
     try:

@@ -33,7 +33,6 @@ unexpected exceptions are wrapped too (fail closed).
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -55,26 +54,26 @@ from .bundle import (
     MAX_ENVELOPE_BYTES,
     RECEIPT,
     ROWS,
-    SIDES,
     BundleDir,
     check_path,
     evidence_name,
     mask_decode,
     output_name,
     rows_bytes,
-    sha256,
     xz_decompress,
     zlib_decompress,
 )
+from .digest import parse_sha256sum_line, sha256_hex
 from .errors import (
     BindingMismatchError,
-    HarnessError,
+    HarnessDriftError,
     MalformedEvidenceError,
     UsageError,
-    VerificationError,
+    wrap_as,
 )
 from .judge import default_workers
 from .keys import keyid
+from .names import PIN_FILE_FIELDS, SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from .safeio import read_regular_file
 from .strictjson import loads_strict
 
@@ -100,19 +99,6 @@ def _mask_coded_cap(raw_size: int) -> int:
     """Largest f32mask stream for ``raw_size`` output bytes: header, a code per value,
     and every value listed."""
     return 12 + raw_size // 4 + raw_size
-_SHA256_LINE = re.compile(r"([0-9a-f]{64})(?:[ \t].*)?\n?", re.DOTALL)
-
-
-class VerificationInternalError(VerificationError):
-    """An unexpected exception inside verification: refused, never passed (fail closed)."""
-
-    code = "verification_internal"
-
-
-class HarnessDriftError(BindingMismatchError):
-    """The bundle was made by harness code that differs from this verifier's (--strict)."""
-
-    code = "harness_drift"
 
 
 @dataclass(frozen=True)
@@ -184,19 +170,15 @@ def read_frozen_hash(path: Path) -> str:
     """
     from .manifest import MAX_FROZEN_HASH_BYTES, frozen_sha256, read_manifest_bytes
 
-    try:
+    with wrap_as(UsageError, "--frozen-manifest: ", keep=UsageError):
         if path.name.endswith(".sha256"):
             text = read_regular_file(path, "--frozen-manifest", MAX_FROZEN_HASH_BYTES)
-            match = _SHA256_LINE.fullmatch(text.decode("utf-8", "replace"))
-            if match is None:
+            line = parse_sha256sum_line(text.decode("utf-8", "replace"))
+            if line is None:
                 raise UsageError(f"--frozen-manifest {path} is not a sha256sum line")
-            return match.group(1)
-        actual = sha256(read_manifest_bytes(path))
+            return line[0]
+        actual = sha256_hex(read_manifest_bytes(path))
         frozen = frozen_sha256(path)
-    except UsageError:
-        raise
-    except HarnessError as err:
-        raise UsageError(f"--frozen-manifest: {err.detail}") from err
     if frozen != actual:
         raise UsageError(f"--frozen-manifest {path} does not match its own "
                          f"{path.name}.sha256 (frozen {frozen}, file {actual})")
@@ -240,7 +222,7 @@ class _Artifacts:
             raise MalformedEvidenceError(f"receipt has no subject {name!r}")
         ann = subject["annotations"]
         data = self.bundle.read(ann["stored"], exact_size=ann["stored_size"])
-        found = sha256(data)
+        found = sha256_hex(data)
         if found != ann["stored_sha256"]:
             raise BindingMismatchError(f"sha256 of stored {ann['stored']}",
                                        ann["stored_sha256"], found)
@@ -261,7 +243,7 @@ class _Artifacts:
         del data
         if len(raw) != size:
             raise BindingMismatchError(f"size of {name}", str(size), str(len(raw)))
-        found = sha256(raw)
+        found = sha256_hex(raw)
         if found != subject["digest"]["sha256"]:
             raise BindingMismatchError(f"sha256 of {name}", subject["digest"]["sha256"], found)
         return raw
@@ -289,13 +271,10 @@ class _Artifacts:
 
 def _statement(bundle: BundleDir, public_key: Ed25519PublicKey) -> tuple[dict[str, Any], bytes]:
     envelope = bundle.read(ENVELOPE, max_size=MAX_ENVELOPE_BYTES)
-    payload = dsse.verify(envelope, public_key, dsse.IN_TOTO_PAYLOAD_TYPE, exact=True)
     # DSSE tolerates unauthenticated variation (keyid hints, either base64 alphabet, spare
     # base64 bits, extra signatures, whitespace). A bundle must not: every byte of it is
-    # bound, so the envelope must be exactly what the writer makes for this key.
-    if envelope != dsse.canonical_envelope(envelope, payload, public_key):
-        raise MalformedEvidenceError(f"{ENVELOPE} is not in the writer's exact form "
-                                     "(one signature, this key's id, standard base64)")
+    # bound, so exact=True accepts only what the writer makes for this key.
+    payload = dsse.verify(envelope, public_key, dsse.IN_TOTO_PAYLOAD_TYPE, exact=True)
     value = loads_strict(payload, "signed payload")
     if receipt.canonical(value) != payload:
         raise MalformedEvidenceError("signed payload is not RFC 8785 canonical JSON")
@@ -379,12 +358,8 @@ def _manifest(artifacts: _Artifacts, predicate: dict[str, Any], frozen: str | No
         raise BindingMismatchError("bundle manifest's sha256 vs --frozen-manifest", frozen,
                                    digest, said_by="the frozen manifest")
     raw = _plain(artifacts, MANIFEST, MAX_MANIFEST_BYTES)
-    try:
+    with wrap_as(MalformedEvidenceError, "bundle manifest: "):
         return parse_manifest(raw, source=MANIFEST)
-    except VerificationError:
-        raise
-    except HarnessError as err:
-        raise MalformedEvidenceError(f"bundle manifest: {err.detail}") from err
 
 
 def _layout(artifacts: _Artifacts, predicate: dict[str, Any], manifest: Any) -> list[Any]:
@@ -400,9 +375,9 @@ def _layout(artifacts: _Artifacts, predicate: dict[str, Any], manifest: Any) -> 
     digest = artifacts.digest(CASES)
     if predicate["hashes"]["case_matrix"] != digest:
         raise BindingMismatchError("case matrix hash", predicate["hashes"]["case_matrix"], digest)
-    if digest != sha256(expected):
+    if digest != sha256_hex(expected):
         raise BindingMismatchError(f"{CASES} vs the case layout the manifest implies",
-                                   sha256(expected), digest, said_by="the manifest")
+                                   sha256_hex(expected), digest, said_by="the manifest")
     if _plain(artifacts, CASES, len(expected)) != expected:  # pragma: no cover - sha256
         raise BindingMismatchError(CASES, "the manifest's case layout", "different bytes")
     recorded = [c["id"] for c in predicate["cases"]]
@@ -472,18 +447,14 @@ def _bound_json(artifacts: _Artifacts, predicate: dict[str, Any]) -> None:
             raise MalformedEvidenceError(f"receipt records {side} evidence but names no {name}")
 
 
-PIN_FIELDS = ("version", "wheel", "wheel_sha256", "kernel_sha256")
-PIN_FIELDS_V2 = ("pin_sha256", "version", "kernel_sha256")
-
-
 def _expected_pin(manifest: Any, side: str) -> dict[str, Any]:
     """What the receipt must record for ``side``: version 1, the manifest's wheel pins;
     version 2, the pin file's sha256, version and kernel (after the frozen patch, if any),
     and the tree digest of an unpatched side."""
     entry = manifest.sources["sides"][side]
     if not manifest.pinned_by_file:
-        return {key: entry[key] for key in PIN_FIELDS}
-    expected = {key: entry[key] for key in PIN_FIELDS_V2}
+        return {key: entry[key] for key in WHEEL_PIN_FIELDS}
+    expected = {key: entry[key] for key in PIN_FILE_FIELDS}
     patch = manifest.side_patch(side)
     if patch is None:
         expected["tree_sha256"] = entry["tree_sha256"]
@@ -519,15 +490,6 @@ def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
                                        pins["kernel_sha256"], str(imported))
 
 
-def _proven_cases(evidence: Any, dispatch: str = "split") -> dict[str, bool]:
-    """Case id -> whether that side's signed evidence proves its path (``split`` or
-    ``single``) for it."""
-    if not isinstance(evidence, dict) or not isinstance(evidence.get("cases"), list):
-        return {}
-    return {str(record.get("id")): bool((record.get(dispatch) or {}).get("proven"))
-            for record in evidence["cases"] if isinstance(record, dict)}
-
-
 # What the runner records for a side whose child wrote no evidence at all (run.py)
 _NO_EVIDENCE_KEYS = {"status", "reason"}
 _NO_OUTPUT_STATUSES = ("timeout", "kernel_crash")
@@ -554,7 +516,7 @@ def case_paths(entry: dict[str, Any]) -> dict[str, str | None]:
     paths = entry.get("paths")
     if isinstance(paths, dict):
         return {side: paths.get(side) for side in SIDES}
-    return {side: "split" if entry["split_path"] else None for side in SIDES}
+    return {side: SPLIT if entry["split_path"] else None for side in SIDES}
 
 
 def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
@@ -566,7 +528,7 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     for side in SIDES:
         evidence = predicate["kernel_path"][side]
         _check_backend(side, evidence, required, [c[side] for c in predicate["cases"]])
-        proven[side] = _proven_cases(evidence, manifest.dispatch(side))
+        proven[side] = proven_cases(evidence, manifest.dispatch(side))
     must_split = bool(manifest.backend.get("split_path_required", True))
     for entry in predicate["cases"]:
         case_id = entry["id"]
@@ -581,7 +543,7 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
             raise MalformedEvidenceError(f"case {case_id}: paths in a version 1 receipt")
         expected = all(proven[side].get(case_id, False) for side in SIDES)
         if manifest.pinned_by_file:
-            expected = expected and all(manifest.dispatch(side) == "split" for side in SIDES)
+            expected = expected and all(manifest.dispatch(side) == SPLIT for side in SIDES)
             proved_declared = all(proven[side].get(case_id, False) for side in SIDES)
         else:
             proved_declared = expected
@@ -644,13 +606,15 @@ def _check_evidence_digests(artifacts: _Artifacts, layout: list[Any],
 
 
 @dataclass(frozen=True)
-class BundleView:
-    """A bundle whose signature, schema, file set and (lazily) digests were checked.
+class UnsafeBundleView:
+    """A bundle whose signature, schema, file set and (lazily) digests were checked, but
+    whose verdict was NOT recomputed: ``statement["predicate"]["verdict"]`` is only what
+    the signer claimed. Named ``Unsafe`` (as sigstore names its bypasses) so that no caller
+    mistakes it for a verdict: :func:`verify_bundle` returns one (:class:`Verified`).
 
     For tools that need artifact bytes (probes, reports): ``raw(name)`` returns the raw,
     decoded bytes of a subject named by its raw path (``inputs/x.logits.f32``), after its
-    stored and raw digests check. It does not rerun the oracle: use :func:`verify_bundle`
-    for a verdict.
+    stored and raw digests check.
     """
 
     statement: dict[str, Any]
@@ -666,21 +630,15 @@ class BundleView:
         return str(subject["annotations"]["stored"])
 
 
-def open_bundle(path: Path, public_key: Ed25519PublicKey) -> BundleView:
-    """Steps 1-4 of verification, then lazy digest-checked reads (every failure typed)."""
-    try:
+def open_bundle(path: Path, public_key: Ed25519PublicKey) -> UnsafeBundleView:
+    """Steps 1-3 of verification, then lazy digest-checked reads (every failure typed).
+    The oracle and gate are not rerun: the view is :class:`UnsafeBundleView`."""
+    with wrap_as(MalformedEvidenceError, failing_closed="opening a bundle"):
         bundle = BundleDir(Path(path))
         statement, _payload = _statement(bundle, public_key)
         artifacts = _Artifacts(bundle, statement["subject"])
         _check_files(bundle, artifacts)
-        return BundleView(statement, artifacts)
-    except VerificationError:
-        raise
-    except HarnessError as err:
-        raise MalformedEvidenceError(err.detail) from err
-    except Exception as err:
-        raise VerificationInternalError(f"unexpected {type(err).__name__} while opening "
-                                        f"a bundle: {err}") from err
+        return UnsafeBundleView(statement, artifacts)
 
 
 def _captured_cases(artifacts: _Artifacts, layout: list[Any],
@@ -709,7 +667,7 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any],
             rows=tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
             logits=logits, p=p, stock=sides["stock"], patched=sides["patched"],
             split_path=entry["split_path"],
-            split_sides=(tuple(paths[side] == "split" for side in SIDES)  # type: ignore[arg-type]
+            split_sides=(tuple(paths[side] == SPLIT for side in SIDES)  # type: ignore[arg-type]
                          if "paths" in entry else None))
         del logits, p, sides  # before the next case is decoded
 
@@ -722,13 +680,9 @@ def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], 
     from .oracle import numpy_available
 
     use_fast = numpy_available() if fast is None else fast
-    try:
+    with wrap_as(MalformedEvidenceError, "rerun refused the captured bytes: "):
         rows = judge_cases(_captured_cases(artifacts, layout, predicate), workers=workers,
                            fast=use_fast, progress=progress)
-    except VerificationError:
-        raise
-    except HarnessError as err:  # the captured bytes cannot be judged
-        raise MalformedEvidenceError(f"rerun refused the captured bytes: {err.detail}") from err
     recorded_rows = predicate["rows"]
     if len(rows) != len(recorded_rows):
         raise BindingMismatchError("number of judged rows", str(len(recorded_rows)),
@@ -766,7 +720,7 @@ def _check_report(artifacts: _Artifacts, manifest: Any, layout: list[Any],
     expected = render_markdown(inputs).encode("utf-8")
     if data != expected:
         raise BindingMismatchError(f"{REPORT_MD} vs the report regenerated from the verified "
-                                   "results", sha256(expected), sha256(data),
+                                   "results", sha256_hex(expected), sha256_hex(data),
                                    said_by="the regenerated report")
 
 
@@ -780,18 +734,9 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
     a UsageError (exit 2), raised before the bundle is read.
     """
     frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
-    try:
+    with wrap_as(MalformedEvidenceError, failing_closed="verifying"):
         return _verify(Path(path), public_key, strict, frozen,
                        workers or default_workers(), fast, progress)
-    except VerificationError:
-        raise
-    except HarnessError as err:
-        raise MalformedEvidenceError(err.detail) from err
-    except MemoryError as err:
-        raise VerificationInternalError("ran out of memory while verifying") from err
-    except Exception as err:  # fail closed: anything unexpected refuses the bundle
-        raise VerificationInternalError(f"unexpected {type(err).__name__} while verifying: "
-                                        f"{err}") from err
 
 
 def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str | None,

@@ -15,8 +15,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from harness.core.bundle import BundleContent, WrittenBundle, sha256, write_bundle
+from harness.core.bundle import BundleContent, WrittenBundle, write_bundle
 from harness.core.cases_index import render_cases_index
+from harness.core.digest import sha256_hex
 from harness.core.f32 import encode, runtime_p, to_float32
 from harness.core.gate import verdict
 from harness.core.judge import CaseBytes, RowSpec, judge_cases
@@ -169,10 +170,10 @@ def rereport(bundle: BundleContent) -> BundleContent:
 def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[str, Any]:
     """One case of a synthetic kernel evidence record (what a kernel child writes)."""
     record: dict[str, Any] = {"id": case.id, "split": {"proven": True},
-                              "logits_sha256": sha256(inputs[case.logits_path]),
-                              "p_sha256": sha256(inputs[case.p_path])}
+                              "logits_sha256": sha256_hex(inputs[case.logits_path]),
+                              "p_sha256": sha256_hex(inputs[case.p_path])}
     if isinstance(output, bytes):
-        record["output_sha256"] = sha256(output)
+        record["output_sha256"] = sha256_hex(output)
     return record
 
 

@@ -20,6 +20,7 @@ from harness.capture import sources
 from harness.capture.kernels.runner import run_side
 from harness.core.f32 import decode, rows, to_float32
 from harness.core.gate import within_count_bound
+from harness.core.names import SIDES
 from harness.core.oracle import Certified, reference
 
 pytestmark = [pytest.mark.slow, pytest.mark.sources]
@@ -61,7 +62,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     pins = sources.load_pins()
     cache = sources.cache_root()
     results = {}
-    for name in sources.SIDES:
+    for name in SIDES:
         side = pins.side(name)
         sources.fetch_wheel(side, cache, quiet=True)
         tree = sources.resolve_tree(side, cache=cache)
@@ -80,7 +81,7 @@ def _kept(values: list[float]) -> list[int]:
     return [i for i, v in enumerate(values) if v != -math.inf]
 
 
-@pytest.mark.parametrize("name", sources.SIDES)
+@pytest.mark.parametrize("name", SIDES)
 def test_child_ran_the_split_path_in_the_interpreter(runs, name):
     result = runs[name]
     assert result.status == "ok", (result.reason, result.stderr_tail)
@@ -113,7 +114,7 @@ def test_patched_keeps_exactly_the_forced_token(runs):
         assert out[row][token] == to_float32(1e30)  # the kept logit is untouched
 
 
-@pytest.mark.parametrize("name", sources.SIDES)
+@pytest.mark.parametrize("name", SIDES)
 def test_ordinary_rows_inside_the_oracle_envelope(runs, name):
     root = runs["root"]
     logits = rows((root / "inputs/mixed.logits.f32").read_bytes(), VOCAB)
@@ -133,6 +134,6 @@ def test_both_sides_read_the_same_bytes(runs):
         return hashlib.sha256((root / f"inputs/mixed.{what}.f32").read_bytes()).hexdigest()
 
     want = {f"{what}_sha256": digest(what) for what in ("logits", "p")}
-    for name in sources.SIDES:
+    for name in SIDES:
         (case,) = runs[name].evidence["cases"]
         assert {k: case[k] for k in want} == want

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core import bundle
+from harness.core.digest import sha256_hex
 from harness.core.errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
@@ -143,13 +144,13 @@ def test_written_bundle_layout_and_digests(tmp_path):
     for subject in written.statement["subject"]:
         ann = subject["annotations"]
         stored = (root / ann["stored"]).read_bytes()
-        assert bundle.sha256(stored) == ann["stored_sha256"]
+        assert sha256_hex(stored) == ann["stored_sha256"]
         assert len(stored) == ann["stored_size"]
         name = subject["name"]
         if name.startswith("outputs/") and name.endswith(".out.f32"):
             side, case = name.split("/")[1], name.split("/")[2][: -len(".out.f32")]
             raw = content.outputs[side][case]
-            assert bundle.sha256(raw) == subject["digest"]["sha256"]  # digest over raw bytes
+            assert sha256_hex(raw) == subject["digest"]["sha256"]  # digest over raw bytes
     assert written.keyid == "9aee0a6518caf58e952a7e10af43dd29795e4e42ba536283eb89080650b99752"
 
 

@@ -170,8 +170,68 @@ def test_securesystemslib_verifies_our_envelope_independently(key):
         theirs.verify([other], 1)
 
 
-def test_canonical_envelope_matches_the_writer(key):
+# --- exact (bundle) envelopes: the writer's form, refused at parse time ---------------------
+
+
+def test_exact_accepts_what_the_writer_makes(key):
+    data = dsse.envelope_bytes(_envelope(key))
+    assert dsse.verify(data, key.public_key(), exact=True) == b'{"a":1}'
+
+
+def _twice_signed(key, env):
+    env["signatures"].append(dict(env["signatures"][0]))
+
+
+def _url_safe(key, env):
+    env["payload"] = base64.urlsafe_b64encode(b"\xfb\xff\xbf>?").decode()
+
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+def _spare_bits(key, env):
+    sig = env["signatures"][0]["sig"]  # 64 bytes: 86 characters and "=="; the last
+    last = _B64[_B64.index(sig[85]) ^ 1]  # character's low 4 bits are spare: flip one
+    env["signatures"][0]["sig"] = sig[:85] + last + "=="
+    assert base64.b64decode(env["signatures"][0]["sig"]) == base64.b64decode(sig)
+
+
+@pytest.mark.parametrize(("mutate", "because"), [
+    (_twice_signed, "2 signatures"),
+    (lambda key, env: env["signatures"][0].pop("keyid"), "no keyid"),
+    (_url_safe, "canonical standard base64"),
+    (_spare_bits, "canonical standard base64"),
+    (lambda key, env: env["signatures"][0].update(sig=base64.b64encode(b"\0" * 10).decode()),
+     "10 bytes"),
+], ids=["two-signatures", "no-keyid", "url-safe", "spare-bits", "short-signature"])
+def test_exact_refuses_other_forms_before_any_cryptography(key, mutate, because):
     env = _envelope(key)
-    data = dsse.envelope_bytes(env)
-    payload = dsse.verify(data, key.public_key())
-    assert dsse.canonical_envelope(data, payload, key.public_key()) == data
+    mutate(key, env)
+    with pytest.raises(MalformedEvidenceError, match=because):
+        dsse.verify(dsse.envelope_bytes(env), _NeverVerifies(), exact=True)  # type: ignore[arg-type]
+
+
+class _NeverVerifies:
+    """A key whose use would show that cryptography ran before the form was refused."""
+
+    def verify(self, sig, message):
+        raise AssertionError("the signature was checked before the form was refused")
+
+
+def test_exact_refuses_another_layout(key):
+    env = _envelope(key)
+    for data in (json.dumps(env).encode(), dsse.envelope_bytes(env).rstrip(b"\n"),
+                 json.dumps(env, indent=4, sort_keys=True).encode() + b"\n"):
+        assert dsse.verify(data, key.public_key()) == b'{"a":1}'  # valid DSSE all the same
+        with pytest.raises(MalformedEvidenceError, match="laid out"):
+            dsse.verify(data, key.public_key(), exact=True)
+
+
+def test_exact_refuses_another_keyid_hint_after_the_signature_checks(key):
+    env = _envelope(key)
+    env["signatures"][0]["keyid"] = "0" * 64
+    with pytest.raises(MalformedEvidenceError, match="keyid hint"):
+        dsse.verify(dsse.envelope_bytes(env), key.public_key(), exact=True)
+    other = Ed25519PrivateKey.generate()  # another key: the signature fails first
+    with pytest.raises(SignatureError):
+        dsse.verify(dsse.envelope_bytes(_envelope(key)), other.public_key(), exact=True)

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core import gate
-from harness.core.errors import UsageError
-from harness.core.gate import FORCED, ORDINARY, Row, SideOutput, judge_row, verdict
+from harness.core.errors import InternalError
+from harness.core.gate import Row, SideOutput, judge_row, verdict
+from harness.core.names import FORCED, ORDINARY
 from harness.core.oracle import Certified, reference
 
 NEG = -math.inf
@@ -82,7 +83,7 @@ def test_wrong_length_output_is_unreadable():
 
 
 def test_unknown_side_status_is_refused():
-    with pytest.raises(UsageError):
+    with pytest.raises(InternalError):
         SideOutput.failed("fine")
 
 
@@ -206,7 +207,7 @@ def test_forced_row_nan_stops():
 
 
 def test_forced_row_without_forced_id_is_refused():
-    with pytest.raises(UsageError):
+    with pytest.raises(InternalError):
         judge([2], [2], logits=FORCED_LOGITS, kind=FORCED, forced_id=None)
 
 
@@ -230,14 +231,14 @@ def test_verdict_of_nothing_is_not_a_pass():
 
 
 def test_verdict_refuses_unknown_reasons():
-    with pytest.raises(UsageError):
+    with pytest.raises(InternalError):
         verdict([], run_stops=["looked_fine"])
 
 
 def test_all_of_refuses_empty_and_unknown_criteria():
-    with pytest.raises(UsageError):
+    with pytest.raises(InternalError):
         gate.AllOf([], gate.ORDINARY_CRITERIA)
-    with pytest.raises(UsageError):
+    with pytest.raises(InternalError):
         gate.AllOf(["count_bound", "vibes"], gate.ORDINARY_CRITERIA)
 
 

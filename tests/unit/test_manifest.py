@@ -16,7 +16,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.core import manifest as mf
-from harness.core.errors import EvidenceDriftError, HarnessError, InvalidPError, LimitError
+from harness.core.digest import sha256_hex, sha256sum_line
+from harness.core.errors import (
+    EvidenceDriftError,
+    HarnessError,
+    InvalidPError,
+    LimitError,
+    ManifestError,
+    ManifestNotFrozenError,
+)
 from harness.core.f32 import to_float32
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +47,7 @@ def _parse(data: dict) -> mf.Manifest:
 
 
 def _freeze(path: Path) -> None:
-    path.with_name(path.name + ".sha256").write_text(mf.sha256sum_line(path.read_bytes(),
+    path.with_name(path.name + ".sha256").write_text(sha256sum_line(path.read_bytes(),
                                                                         path.name))
 
 
@@ -63,7 +71,7 @@ def test_committed_manifests_validate(path: Path) -> None:
                         cls=jsonschema.Draft202012Validator)
     manifest = mf.parse_manifest(path.read_bytes(), source=path.name)
     assert manifest.name == path.stem
-    assert manifest.sha256 == mf.sha256_hex(path.read_bytes())
+    assert manifest.sha256 == sha256_hex(path.read_bytes())
 
 
 @pytest.mark.parametrize("path", BOTH, ids=lambda p: p.stem)
@@ -96,19 +104,19 @@ def test_manifest_sources_are_the_pins(path: Path) -> None:
 def test_schema_violations_are_refused(mutate) -> None:
     data = _data(SMOKE)
     mutate(data)
-    with pytest.raises(mf.ManifestError, match="schema violation|JSON number"):
+    with pytest.raises(ManifestError, match="schema violation|JSON number"):
         _parse(data)
 
 
 def test_json_float_refused_even_where_schema_would_see_it() -> None:
     raw = SMOKE.read_bytes().replace(b'"max_batch": 4', b'"max_batch": 4.0')
-    with pytest.raises(mf.ManifestError, match="JSON number 4.0"):
+    with pytest.raises(ManifestError, match="JSON number 4.0"):
         mf.parse_manifest(raw)
 
 
 @pytest.mark.parametrize("raw", [b"\xff\xfe", b"{", b"[]", b"NaN"])
 def test_garbage_is_one_typed_error(raw: bytes) -> None:
-    with pytest.raises(mf.ManifestError) as info:
+    with pytest.raises(ManifestError) as info:
         mf.parse_manifest(raw)
     assert "\n" not in str(info.value)
 
@@ -120,20 +128,20 @@ def test_frozen_manifest_loads(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(SMOKE.read_bytes())
     _freeze(path)
-    assert mf.load_manifest(path).sha256 == mf.sha256_hex(SMOKE.read_bytes())
+    assert mf.load_manifest(path).sha256 == sha256_hex(SMOKE.read_bytes())
 
 
 def test_binary_mode_sha256sum_line_accepted(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(SMOKE.read_bytes())
-    path.with_name("m.json.sha256").write_text(f"{mf.sha256_hex(path.read_bytes())} *m.json\n")
+    path.with_name("m.json.sha256").write_text(f"{sha256_hex(path.read_bytes())} *m.json\n")
     mf.load_manifest(path)
 
 
 def test_unfrozen_manifest_refused(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(SMOKE.read_bytes())
-    with pytest.raises(mf.ManifestNotFrozenError, match="no frozen hash file"):
+    with pytest.raises(ManifestNotFrozenError, match="no frozen hash file"):
         mf.load_manifest(path)
     assert mf.load_manifest(path, require_frozen=False).name == "smoke-interpreter"
 
@@ -156,14 +164,14 @@ def test_edited_frozen_manifest_refused(tmp_path: Path) -> None:
 def test_bad_hash_file_refused(tmp_path: Path, line: str) -> None:
     path = tmp_path / "m.json"
     path.write_bytes(SMOKE.read_bytes())
-    digest = mf.sha256_hex(path.read_bytes())
+    digest = sha256_hex(path.read_bytes())
     path.with_name("m.json.sha256").write_text(line.format(h=digest, H=digest.upper()))
-    with pytest.raises(mf.ManifestNotFrozenError):
+    with pytest.raises(ManifestNotFrozenError):
         mf.load_manifest(path)
 
 
 def test_missing_manifest_is_typed(tmp_path: Path) -> None:
-    with pytest.raises(mf.ManifestError, match="unreadable"):
+    with pytest.raises(ManifestError, match="unreadable"):
         mf.load_manifest(tmp_path / "absent.json")
 
 
@@ -204,10 +212,10 @@ def test_vocab_over_limit_refused() -> None:
     [
         ({"id": "f", "kind": "forced", "vocab": 8, "background_seed": 0,
           "grid": {"value": ["1e39"], "p": ["0.5"], "forced_id": [0]}},
-         mf.ManifestError, "not finite"),
+         ManifestError, "not finite"),
         ({"id": "f", "kind": "forced", "vocab": 8, "background_seed": 0,
           "grid": {"value": ["1"], "p": ["0.5"], "forced_id": [8]}},
-         mf.ManifestError, "outside vocab"),
+         ManifestError, "outside vocab"),
         ({"id": "f", "kind": "forced", "vocab": 8, "background_seed": 0,
           "grid": {"value": ["1"], "p": ["1.0"], "forced_id": [0]}},
          InvalidPError, "p="),
@@ -217,39 +225,39 @@ def test_vocab_over_limit_refused() -> None:
         ({"id": "b", "kind": "boundary", "vocab": 8, "rows": [
             {"label": "x", "p": "0.5", "construction": {"type": "randn", "seed": 1,
                                                          "set": [{"id": 1, "value": "1e39"}]}}]},
-         mf.ManifestError, "not finite"),
+         ManifestError, "not finite"),
         ({"id": "b", "kind": "boundary", "vocab": 8, "rows": [
             {"label": "x", "p": "0.5", "construction": {
                 "type": "randn", "seed": 1,
                 "set": [{"id": 1, "value": "3.4028234663852886e38", "ulps": 1}]}}]},
-         mf.ManifestError, "not finite"),
+         ManifestError, "not finite"),
         ({"id": "b", "kind": "boundary", "vocab": 8, "rows": [
             {"label": "x", "p": "0.5", "construction": {"type": "randn", "seed": 1,
                                                          "offset": "-4e38"}}]},
-         mf.ManifestError, "not finite"),
+         ManifestError, "not finite"),
         ({"id": "b", "kind": "boundary", "vocab": 8, "rows": [
             {"label": "x", "p": "0.5", "construction": {
                 "type": "randn", "seed": 1,
                 "set": [{"id": 1, "value": "1"}, {"id": 1, "value": "2"}]}}]},
-         mf.ManifestError, "set twice"),
+         ManifestError, "set twice"),
         ({"id": "b", "kind": "boundary", "vocab": 8, "rows": [
             {"label": "x", "p": "0.5", "construction": {
                 "type": "ties", "groups": [{"count": 9, "logit": "1"}],
                 "placement": "contiguous"}}]},
-         mf.ManifestError, "tie groups hold 9"),
+         ManifestError, "tie groups hold 9"),
         ({"id": "b", "kind": "boundary", "vocab": 8, "rows": [
             {"label": "x", "p": "0.5", "construction": {
                 "type": "ties", "groups": [{"count": 4, "logit": "1"}],
                 "placement": "contiguous"}}]},
-         mf.ManifestError, "no 'rest'"),
+         ManifestError, "no 'rest'"),
         ({"id": "b", "kind": "boundary", "vocab": 8, "rows": [
             {"label": "x", "p": "0.5", "construction": {
                 "type": "adjacent", "seed": 1, "position_seed": 1, "count": 9,
                 "below": "5"}}]},
-         mf.ManifestError, "exceed vocab"),
+         ManifestError, "exceed vocab"),
         ({"id": "ordinary-s42-b4-v1024", "kind": "ordinary", "seed": 1, "batch": 1,
           "vocab": 8},
-         mf.ManifestError, "appears twice"),
+         ManifestError, "appears twice"),
     ],
     ids=["forced-inf", "forced-id", "p-one", "p-rounds-to-one", "set-inf", "ulps-inf",
          "offset-inf", "set-twice", "ties-over", "ties-rest", "adjacent-over", "dup-id"],
@@ -262,10 +270,10 @@ def test_semantic_refusals(case: dict, error: type[HarnessError], match: str) ->
 def test_permuted_ties_need_a_seed_and_contiguous_refuse_one() -> None:
     row = {"label": "x", "p": "0.5", "construction": {
         "type": "ties", "groups": [{"count": 8, "logit": "1"}], "placement": "permuted"}}
-    with pytest.raises(mf.ManifestError, match="schema"):
+    with pytest.raises(ManifestError, match="schema"):
         _parse(_smoke_with({"id": "b", "kind": "boundary", "vocab": 8, "rows": [row]}))
     row["construction"].update(placement="contiguous", seed=3)
-    with pytest.raises(mf.ManifestError, match="schema"):
+    with pytest.raises(ManifestError, match="schema"):
         _parse(_smoke_with({"id": "b", "kind": "boundary", "vocab": 8, "rows": [row]}))
 
 
@@ -373,7 +381,7 @@ def test_float32_step_is_nextafter(value: float) -> None:
 def test_float32_step_round_trips_and_orders(value: float, ulps: int) -> None:
     try:
         moved = mf.float32_step(value, ulps)
-    except mf.ManifestError:
+    except ManifestError:
         return
     assert to_float32(moved) == moved and math.isfinite(moved)
     assert mf.float32_step(moved, -ulps) == (0.0 if value == 0.0 else value)
@@ -386,7 +394,7 @@ def test_decimal_float32_follows_harness_rule(text: str) -> None:
     if math.isfinite(expected):
         assert mf.decimal_float32(text, what="x") == expected
     else:
-        with pytest.raises(mf.ManifestError):
+        with pytest.raises(ManifestError):
             mf.decimal_float32(text, what="x")
 
 

@@ -11,8 +11,8 @@ import pytest
 from harness.capture.manifest_new import SideSpec, detect_dispatch, matrix_names, new_manifest
 from harness.capture.pinfile import load_pin_file
 from harness.cli import main
-from harness.core.errors import UsageError
-from harness.core.manifest import ManifestError, load_manifest, parse_manifest
+from harness.core.errors import ManifestError, UsageError
+from harness.core.manifest import load_manifest, parse_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = ROOT / "evidence/manifests/sweep"

@@ -14,7 +14,7 @@ from harness.capture.closure import closure, module_level_imports
 from harness.capture.pinfile import load_pin_file, parse_pin_file
 from harness.capture.sources import KERNEL_PATH, load_pins, tree_digest
 from harness.cli import main
-from harness.core.bundle import sha256
+from harness.core.digest import sha256_hex
 from harness.core.errors import EvidenceDriftError, SourcesError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,7 +128,7 @@ def test_pin_of_a_local_wheel_records_its_sha256_and_caches_the_tree(tmp_path):
     result = pinning.pin(str(wheel), out, cache=tmp_path / "cache")
     pin = load_pin_file(out)
     assert pin.origin == {"kind": "wheel", "wheel": wheel.name,
-                          "wheel_sha256": sha256(wheel.read_bytes())}
+                          "wheel_sha256": sha256_hex(wheel.read_bytes())}
     assert set(pin.data["files"]) == EXPECTED | {"vllm-9.9.9.dist-info/METADATA"}
     assert pin.data["placeholders"] == ["vllm._C"]
     assert result.tree == tmp_path / "cache/trees" / tree_digest(pin.data["files"])
@@ -157,7 +157,7 @@ def test_pin_of_a_source_tree_records_commit_and_clean_flag(tmp_path):
                  str(tmp_path / "dirty.json")]) == 0
     dirty = load_pin_file(tmp_path / "dirty.json")
     assert dirty.origin["clean"] is False and dirty.origin["commit"] == commit
-    assert dirty.data["kernel_sha256"] == sha256(KERNEL + b"# my change\n")
+    assert dirty.data["kernel_sha256"] == sha256_hex(KERNEL + b"# my change\n")
 
 
 def test_a_spec_without_the_kernel_file_exits_2_naming_the_version(tmp_path, capsys):

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.capture import sources
+from harness.core.digest import sha256_file
 from harness.core.errors import EvidenceDriftError, SourcesError, UsageError
+from harness.core.names import SIDES
 
 REPO = Path(__file__).resolve().parents[2]
 PATH = "pkg/kernel.py"
@@ -118,7 +120,7 @@ def _side(tmp_path: Path, files: dict[str, bytes]) -> tuple[sources.Side, Path]:
             archive.writestr(name, data)
         archive.writestr("demo/_C.abi3.so", b"\x7fELF not extracted")
     side = sources.Side(
-        name="stock", version="1.0", wheel=wheel.name, wheel_sha256=sources.sha256_file(wheel),
+        name="stock", version="1.0", wheel=wheel.name, wheel_sha256=sha256_file(wheel),
         kernel_path=PATH, kernel_sha256=_sha(files[PATH]),
         files={name: _sha(data) for name, data in files.items()},
     )
@@ -194,7 +196,7 @@ def wheels() -> dict[str, Path]:
     pins = sources.load_pins()
     cache = sources.cache_root()
     return {name: sources.fetch_wheel(pins.side(name), cache, quiet=True)
-            for name in sources.SIDES}
+            for name in SIDES}
 
 
 @pytest.mark.sources

@@ -14,13 +14,15 @@ import pytest
 
 from harness.core.errors import (
     BindingMismatchError,
+    HarnessDriftError,
     MalformedEvidenceError,
     SignatureError,
     UsageError,
     VerificationError,
+    VerificationInternalError,
 )
 from harness.core.keys import load_public_key
-from harness.core.verify import HarnessDriftError, VerificationInternalError, verify_bundle
+from harness.core.verify import verify_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
@@ -80,7 +82,7 @@ def test_frozen_manifest_matching_and_not(good, tmp_path):
     manifest = tmp_path / "synthetic.json"
     raw = (good / "manifest.json").read_bytes()
     manifest.write_bytes(raw)
-    from harness.core.manifest import sha256sum_line
+    from harness.core.digest import sha256sum_line
 
     (tmp_path / "synthetic.json.sha256").write_text(sha256sum_line(raw, "synthetic.json"))
     result = verify_bundle(good, PUB, frozen_manifest=manifest)

@@ -194,7 +194,7 @@ def test_a_decompression_bomb_is_refused_before_inflating_with_bounded_memory(na
 
 
 def test_the_bomb_is_refused_even_with_a_frozen_manifest(tmp_path):
-    from harness.core.manifest import sha256sum_line
+    from harness.core.digest import sha256sum_line
 
     raw = (TAMPER / "good" / "manifest.json").read_bytes()
     (tmp_path / "m.json").write_bytes(raw)

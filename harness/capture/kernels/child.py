@@ -3,7 +3,8 @@
 Run as ``python -m harness.capture.kernels.child REQUEST.json`` by
 :mod:`harness.capture.kernels.runner`, one process per side, so two vLLM versions never
 share an interpreter. Needs only the standard library, torch, triton and numpy (the GPU
-machine has nothing else).
+machine has nothing else), and of topp-gate only :mod:`harness.core.digest`,
+:mod:`harness.core.names` and :mod:`harness.core.errors` (standard library only).
 
 The request (written by the runner) names the side, its verified tree, the backend, the SM
 count for the interpreter, the cases index and the output directory. The child:
@@ -38,7 +39,6 @@ value is written into the evidence the child starts with.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.metadata
 import inspect
@@ -52,18 +52,14 @@ import types
 from pathlib import Path
 from typing import Any
 
+from ...core.digest import sha256_hex
+from ...core.errors import KernelChildError
+from ...core.names import DISPATCH_PATHS, SINGLE, SPLIT
+
 KERNEL_MODULE = "vllm.v1.sample.ops.topk_topp_triton"
 EVIDENCE_SCHEMA = "topp-gate/kernel-evidence/v1"
 FAULT_ENV = "TOPP_GATE_TEST_FAULT"
 EXIT_CASE_FAILED = 3  # a case ran but its split-path proof or its input check failed
-
-
-class ChildError(Exception):
-    """A one-line reason the child stops; the runner records it as a crash."""
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -79,7 +75,7 @@ def install_placeholders(names: list[str]) -> list[str]:
     """Empty modules for compiled extensions the split path never calls."""
     for name in names:
         if not name.startswith("vllm."):
-            raise ChildError(f"placeholder {name!r} is not a vLLM extension")
+            raise KernelChildError(f"placeholder {name!r} is not a vLLM extension")
         module = types.ModuleType(name, "topp-gate placeholder for a compiled extension")
         module.__topp_gate_placeholder__ = True  # type: ignore[attr-defined]
         sys.modules[name] = module
@@ -96,7 +92,7 @@ def import_kernel(tree: Path, kernel_path: str,
     import_s = time.perf_counter() - started
     kernel_file = Path(module.__file__ or "").resolve()
     if kernel_file != (tree / kernel_path).resolve():
-        raise ChildError(f"kernel imported from {kernel_file}, not from the pinned tree")
+        raise KernelChildError(f"kernel imported from {kernel_file}, not from the pinned tree")
     outside = []
     for name, mod in list(sys.modules.items()):
         if name != "vllm" and not name.startswith("vllm."):
@@ -108,7 +104,7 @@ def import_kernel(tree: Path, kernel_path: str,
             outside.append(name)
     if outside:
         shown = ", ".join(sorted(outside)[:5])
-        raise ChildError(f"vLLM modules from outside the pinned tree: {shown}")
+        raise KernelChildError(f"vLLM modules from outside the pinned tree: {shown}")
     vllm_modules = sorted(n for n in sys.modules if n == "vllm" or n.startswith("vllm."))
     try:
         dist_version = importlib.metadata.version("vllm")
@@ -117,7 +113,7 @@ def import_kernel(tree: Path, kernel_path: str,
     vllm = sys.modules["vllm"]
     info = {
         "kernel_file": kernel_path,
-        "kernel_sha256": _sha(kernel_file.read_bytes()),
+        "kernel_sha256": sha256_hex(kernel_file.read_bytes()),
         "vllm_version": getattr(vllm, "__version__", None),
         "vllm_dist_version": dist_version,
         "vllm_modules_loaded": len(vllm_modules),
@@ -203,7 +199,7 @@ class SplitObserver:
                 self._tool = tool
                 break
         else:
-            raise ChildError("no free sys.monitoring tool id to observe the split path")
+            raise KernelChildError("no free sys.monitoring tool id to observe the split path")
         events = mon.events
         mon.register_callback(tool, events.PY_START,
                               lambda code, _off: self._started(code, sys._getframe(1)))
@@ -317,7 +313,7 @@ class SingleObserver:
                 self._tool = tool
                 break
         else:
-            raise ChildError("no free sys.monitoring tool id to observe the kernel path")
+            raise KernelChildError("no free sys.monitoring tool id to observe the kernel path")
         mon.register_callback(tool, mon.events.PY_START,
                               lambda code, _off: self._started(code, sys._getframe(1)))
         for code in (self.entry, *self.launchers):
@@ -383,7 +379,6 @@ def cpu_platform_for_interpreter() -> str:
 
 
 Observer = SplitObserver | SingleObserver
-DISPATCH_KEYS = {"split": "split", "single": "single"}
 
 
 # --- running cases --------------------------------------------------------------------------
@@ -394,7 +389,7 @@ def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes]:
     logits = (base / case["logits"]).read_bytes()
     p = (base / case["p"]).read_bytes()
     if len(logits) != 4 * batch * vocab or len(p) != 4 * batch:
-        raise ChildError(
+        raise KernelChildError(
             f"case {case['id']}: {len(logits)} logits bytes and {len(p)} p bytes do not "
             f"match batch {batch} x vocab {vocab} float32"
         )
@@ -434,7 +429,7 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
     batch, vocab = int(case["batch"]), int(case["vocab"])
     split = isinstance(observer, SplitObserver)
     if split and batch > int(module._SPLIT_MAX_BATCH):
-        raise ChildError(f"case {case['id']}: batch {batch} does not take the split path")
+        raise KernelChildError(f"case {case['id']}: batch {batch} does not take the split path")
     host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
     host_logits = host_logits.reshape(batch, vocab)
     host_p = torch.frombuffer(bytearray(p_bytes), dtype=torch.float32)
@@ -489,12 +484,12 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
         "id": case["id"],
         "batch": batch,
         "vocab": vocab,
-        "logits_sha256": _sha(logits_bytes),
-        "p_sha256": _sha(p_bytes),
+        "logits_sha256": sha256_hex(logits_bytes),
+        "p_sha256": sha256_hex(p_bytes),
         "output": f"{case['id']}.out.f32",
-        "output_sha256": _sha(out_bytes),
+        "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
-        ("split" if split else "single"): proof,
+        (SPLIT if split else SINGLE): proof,
         "timings": timings,
         "status": "ok" if proof["proven"] else
         ("split_path_not_proven" if split else "single_path_not_proven"),
@@ -525,14 +520,14 @@ def main(argv: list[str] | None = None) -> int:
     _write_json(evidence_path, evidence)
     try:
         if sys.byteorder != "little":
-            raise ChildError("the captured bytes are little-endian; this host is not")
+            raise KernelChildError("the captured bytes are little-endian; this host is not")
         if backend == "interpreter" and (os.environ.get("TRITON_INTERPRET") != "1"
                                          or os.environ.get("CUDA_VISIBLE_DEVICES") != ""):
-            raise ChildError(
+            raise KernelChildError(
                 "interpreter backend needs TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES="
             )
         if backend == "cuda" and os.environ.get("TRITON_INTERPRET"):
-            raise ChildError("cuda backend must not run with TRITON_INTERPRET set")
+            raise KernelChildError("cuda backend must not run with TRITON_INTERPRET set")
         tree = Path(request["tree"]).resolve()
         module, info = import_kernel(tree, request["side"]["kernel_path"],
                                      request["placeholders"])
@@ -541,12 +536,12 @@ def main(argv: list[str] | None = None) -> int:
         import triton
 
         if backend == "cuda" and not torch.cuda.is_available():
-            raise ChildError("cuda backend: torch sees no CUDA device")
-        dispatch = str(request.get("dispatch", "split"))
-        if dispatch not in DISPATCH_KEYS:
-            raise ChildError(f"unknown dispatch path {dispatch!r}")
+            raise KernelChildError("cuda backend: torch sees no CUDA device")
+        dispatch = str(request.get("dispatch", SPLIT))
+        if dispatch not in DISPATCH_PATHS:
+            raise KernelChildError(f"unknown dispatch path {dispatch!r}")
         evidence["dispatch"] = dispatch
-        if dispatch == "single" and backend == "interpreter":
+        if dispatch == SINGLE and backend == "interpreter":
             evidence["platform"] = cpu_platform_for_interpreter()
         evidence.update(info)
         evidence.update(torch=torch.__version__, triton=triton.__version__,
@@ -561,10 +556,10 @@ def main(argv: list[str] | None = None) -> int:
         index = json.loads(cases_path.read_text(encoding="utf-8"))
         observer: Observer
         try:
-            observer = SplitObserver(module) if dispatch == "split" else SingleObserver(module)
+            observer = SplitObserver(module) if dispatch == SPLIT else SingleObserver(module)
         except AttributeError as err:
             evidence["declared_path_missing"] = True
-            raise ChildError(f"the kernel module has no {dispatch} path ({err})") from None
+            raise KernelChildError(f"the kernel module has no {dispatch} path ({err})") from None
         records = []
         for case in index["cases"]:
             logits_bytes, p_bytes = read_case(cases_path.parent, case)
@@ -582,10 +577,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{dispatch} path not proven for case {failed[0]}", file=sys.stderr)
             return EXIT_CASE_FAILED
         return 0
-    except ChildError as err:
-        evidence.update(status="failed", error=str(err))
+    except KernelChildError as err:
+        evidence.update(status="failed", error=err.detail)
         _write_json(evidence_path, evidence)
-        print(f"kernel child: {err}", file=sys.stderr)
+        print(f"kernel child: {err.detail}", file=sys.stderr)
         return EXIT_CASE_FAILED
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import json
 import os
 import signal
@@ -30,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ...core.digest import sha256_file
 from ...core.errors import KernelRunError
+from ...core.names import SPLIT
 from ..sources import Side
 from .child import FAULT_ENV
 
@@ -104,10 +105,6 @@ def _child_env(backend: str, fault: str | None) -> dict[str, str]:
     return env
 
 
-def _sha_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
                    evidence: dict[str, Any] | None) -> str:
     """Why the child's results are unusable, or '' when they are complete and consistent."""
@@ -126,7 +123,7 @@ def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
         path = out_dir / f"{case['id']}.out.f32"
         if not path.is_file() or path.stat().st_size != 4 * case["batch"] * case["vocab"]:
             return f"case {case['id']}: output file missing or of the wrong size"
-        if _sha_file(path) != record.get("output_sha256"):
+        if sha256_file(path) != record.get("output_sha256"):
             return f"case {case['id']}: output bytes differ from the recorded sha256"
     return ""
 
@@ -141,7 +138,7 @@ def _tail(path: Path) -> str:
 
 def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path,
              out_dir: Path, timeout_s: float, *, repeats: int = 0,
-             fault: str | None = None, dispatch: str = "split") -> SideResult:
+             fault: str | None = None, dispatch: str = SPLIT) -> SideResult:
     """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
 
     ``tree`` must already be verified (``harness.capture.sources.resolve_tree``). ``repeats`` adds
