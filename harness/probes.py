@@ -152,7 +152,7 @@ def _recorded_sources() -> dict[str, dict[str, Any]]:
 
 def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
     """A complete BundleContent: patched keeps the oracle set; stock masks forced rows."""
-    from .core.bundle import BundleContent
+    from .capture.bundle_writer import BundleContent
     from .core.cases_index import render_cases_index
     from .core.gate import verdict
     from .core.judge import CaseBytes, RowSpec, judge_cases
@@ -273,6 +273,7 @@ def _flip(rel: str) -> Callable[[Path], None]:
 
 def _resign(change: Callable[[dict[str, Any]], None], key: Any) -> Callable[[Path], None]:
     """Change the signed statement and sign it again with the same key (an insider edit)."""
+    from .capture.signing import sign
     from .core import dsse, receipt
 
     def run(root: Path) -> None:
@@ -280,7 +281,7 @@ def _resign(change: Callable[[dict[str, Any]], None], key: Any) -> Callable[[Pat
         change(statement)
         payload = receipt.canonical(statement)
         (root / "receipt.json").write_bytes(payload)
-        (root / "receipt.dsse.json").write_bytes(dsse.envelope_bytes(dsse.sign(payload, key)))
+        (root / "receipt.dsse.json").write_bytes(dsse.envelope_bytes(sign(payload, key)))
     return run
 
 
@@ -297,7 +298,7 @@ def _fx(work: Path) -> _Fixture:
     if fx is None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-        from .core.bundle import write_bundle
+        from .capture.bundle_writer import write_bundle
         from .core.verify import verify_bundle
 
         key = Ed25519PrivateKey.generate()
@@ -513,7 +514,7 @@ def _p_child_timeout(work: Path) -> str:
 def _p_bundle_over_cap(work: Path) -> str:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .core.bundle import write_bundle
+    from .capture.bundle_writer import write_bundle
 
     dest = work / "over-cap"
     try:
@@ -531,7 +532,7 @@ def _p_bundle_cap_verifier(work: Path) -> str:
     (the bundle is signed by an honest-looking key; the cap comes from its own manifest)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .core.bundle import write_bundle
+    from .capture.bundle_writer import write_bundle
     from .core.verify import verify_bundle
 
     manifest = probe_manifest(max_bundle_bytes=1024)

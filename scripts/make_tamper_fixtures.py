@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "tests" / "assets"))
 
 import synthetic  # noqa: E402
 
+from harness.capture.signing import load_private_key, sign  # noqa: E402
 from harness.core import dsse, receipt  # noqa: E402
 from harness.core.bundle import ENVELOPE, RECEIPT, ROWS, rows_bytes, sha256  # noqa: E402
-from harness.core.keys import load_private_key  # noqa: E402
 
 FORCED_OUT = "outputs/patched/forced-v64.out.f32.mask.xz"
 STOCK_OUT = "outputs/stock/forced-v64.out.f32.mask.xz"
@@ -98,7 +98,7 @@ def _statement(root: Path) -> dict:
 def _sign(root: Path, statement: dict, *, key: Path = synthetic.SIGNING_KEY,
           payload: bytes | None = None, payload_type: str = dsse.IN_TOTO_PAYLOAD_TYPE) -> None:
     body = receipt.canonical(statement) if payload is None else payload
-    envelope = dsse.sign(body, load_private_key(key), payload_type)
+    envelope = sign(body, load_private_key(key), payload_type)
     (root / RECEIPT).write_bytes(body)
     (root / ENVELOPE).write_bytes(dsse.envelope_bytes(envelope))
 

@@ -30,17 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..core.bundle import BundleContent, WrittenBundle, write_bundle
 from ..core.cases_index import check_against_manifest, parse_cases_index
 from ..core.errors import EvidenceDriftError, UsageError
 from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
-from ..core.keys import load_private_key
 from ..core.manifest import SPLIT, Manifest, load_manifest
 from ..core.oracle import numpy_available
+from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
 from .provenance import source_revision
+from .signing import load_private_key
 from .sources import (
     SIDES,
     Pins,

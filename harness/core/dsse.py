@@ -1,4 +1,5 @@
-"""DSSE v1 envelopes signed with Ed25519: PAE, sign, verify (fail closed).
+"""DSSE v1 envelopes signed with Ed25519: PAE, verify (fail closed); signing is
+:func:`harness.capture.signing.sign`, outside the trusted core.
 
 PAE (DSSE protocol v1.0.0, https://github.com/secure-systems-lab/dsse/blob/master/protocol.md)::
 
@@ -21,7 +22,7 @@ import json
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from .errors import BindingMismatchError, MalformedEvidenceError, SignatureError
 from .keys import keyid
@@ -62,24 +63,13 @@ def _unb64(text: object, what: str) -> bytes:
         raise MalformedEvidenceError(f"DSSE {what} is not valid base64") from err
 
 
-def sign(payload: bytes, private_key: Ed25519PrivateKey,
-         payload_type: str = IN_TOTO_PAYLOAD_TYPE) -> dict[str, Any]:
-    """A DSSE envelope holding ``payload`` and one Ed25519 signature over its PAE."""
-    signature = private_key.sign(pae(payload_type, payload))
-    return {
-        "payload": _b64(payload),
-        "payloadType": payload_type,
-        "signatures": [{"keyid": keyid(private_key.public_key()), "sig": _b64(signature)}],
-    }
-
-
 def envelope_bytes(envelope: dict[str, Any]) -> bytes:
     """The envelope file's bytes: sorted keys, two-space indent, trailing newline."""
     return (json.dumps(envelope, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 
 def canonical_envelope(data: bytes, payload: bytes, public_key: Ed25519PublicKey) -> bytes:
-    """The exact bytes :func:`sign` + :func:`envelope_bytes` give for a verified envelope.
+    """The exact bytes the writer's ``sign`` + :func:`envelope_bytes` give for a verified envelope.
 
     Call only after :func:`verify` succeeded on ``data`` with ``public_key``.
     """

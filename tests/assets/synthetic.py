@@ -15,12 +15,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-from harness.core.bundle import BundleContent, WrittenBundle, sha256, write_bundle
+from harness.capture.bundle_writer import BundleContent, WrittenBundle, write_bundle
+from harness.capture.signing import load_private_key
+from harness.core.bundle import sha256
 from harness.core.cases_index import render_cases_index
 from harness.core.f32 import encode, runtime_p, to_float32
 from harness.core.gate import verdict
 from harness.core.judge import CaseBytes, RowSpec, judge_cases
-from harness.core.keys import load_private_key
 from harness.core.manifest import expected_layout, parse_manifest
 from harness.core.oracle import reference
 from harness.core.report import ReportInputs, render_markdown
