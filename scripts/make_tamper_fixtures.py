@@ -4,7 +4,8 @@
     .venv/bin/python scripts/make_tamper_fixtures.py [--out tests/assets/tamper]
 
 Each fixture starts from the same synthetic good bundle (tests/assets/synthetic.py, signed
-with the test-only key) and carries exactly one defect. ``FIXTURES`` maps each name to
+with the test-only key) and carries exactly one defect, made with the mutators the breakage
+probes use (harness/probes/tamper.py). ``FIXTURES`` maps each name to
 the mutation, the error code ``topp-gate verify`` must refuse it with, and whether that
 needs ``--strict``. The output is deterministic (Ed25519 and xz are); it embeds the
 harness code digest, so regenerate after changing harness code and commit the result
@@ -34,10 +35,11 @@ sys.path.insert(0, str(ROOT / "tests" / "assets"))
 
 import synthetic  # noqa: E402
 
-from harness.core import dsse, receipt  # noqa: E402
+from harness.capture.signing import load_private_key  # noqa: E402
+from harness.core import dsse  # noqa: E402
 from harness.core.bundle import ENVELOPE, RECEIPT, ROWS, rows_bytes  # noqa: E402
 from harness.core.digest import sha256_hex  # noqa: E402
-from harness.core.keys import load_private_key  # noqa: E402
+from harness.probes import tamper  # noqa: E402
 
 FORCED_OUT = "outputs/patched/forced-v64.out.f32.mask.xz"
 STOCK_OUT = "outputs/stock/forced-v64.out.f32.mask.xz"
@@ -52,60 +54,23 @@ class Fixture:
     doc: str = ""
 
 
-def _stored(root: Path, rel: str) -> str:
-    """The stored path of a raw artifact name (or ``rel`` itself if it is stored as is)."""
-    for subject in json.loads((root / RECEIPT).read_bytes())["subject"]:
-        if subject["name"] == rel:
-            return subject["annotations"]["stored"]
-    return rel
-
-
-def _flip(rel: str, offset: int = -1) -> Callable[[Path], None]:
-    def run(root: Path) -> None:
-        rel_stored = _stored(root, rel)
-        data = bytearray((root / rel_stored).read_bytes())
-        data[offset if offset >= 0 else len(data) // 2] ^= 0x01
-        (root / rel_stored).write_bytes(bytes(data))
-    return run
-
-
-def _truncate(rel: str) -> Callable[[Path], None]:
-    def run(root: Path) -> None:
-        data = (root / rel).read_bytes()
-        (root / rel).write_bytes(data[: len(data) - 7])
-    return run
-
-
-def _delete(rel: str) -> Callable[[Path], None]:
-    return lambda root: (root / rel).unlink()
-
-
-def _swap(a: str, b: str) -> Callable[[Path], None]:
-    def run(root: Path) -> None:
-        da, db = (root / a).read_bytes(), (root / b).read_bytes()
-        (root / a).write_bytes(db)
-        (root / b).write_bytes(da)
-    return run
-
-
 def _extra(root: Path) -> None:
     (root / "outputs" / "patched" / "notes.txt").write_bytes(b"added after signing\n")
 
 
-def _statement(root: Path) -> dict:
-    return json.loads((root / RECEIPT).read_bytes())
-
-
 def _sign(root: Path, statement: dict, *, key: Path = synthetic.SIGNING_KEY,
           payload: bytes | None = None, payload_type: str = dsse.IN_TOTO_PAYLOAD_TYPE) -> None:
-    body = receipt.canonical(statement) if payload is None else payload
-    envelope = dsse.sign(body, load_private_key(key), payload_type)
-    (root / RECEIPT).write_bytes(body)
-    (root / ENVELOPE).write_bytes(dsse.envelope_bytes(envelope))
+    tamper.sign_statement(root, statement, load_private_key(key), payload=payload,
+                          payload_type=payload_type)
+
+
+def _resigned(change: Callable[[dict], None]) -> Callable[[Path], None]:
+    """Edit the statement, then sign it again with the test-only key (an insider edit)."""
+    return lambda root: tamper.resign(change, load_private_key(synthetic.SIGNING_KEY))(root)
 
 
 def _resign_other_key(root: Path) -> None:
-    _sign(root, _statement(root), key=synthetic.OTHER_KEY)
+    _sign(root, tamper.statement(root), key=synthetic.OTHER_KEY)
 
 
 def _rebind_rows(root: Path, statement: dict) -> None:
@@ -121,23 +86,21 @@ def _rebind_rows(root: Path, statement: dict) -> None:
 
 
 def _edit_row_resign(root: Path) -> None:
-    statement = _statement(root)
+    statement = tamper.statement(root)
     row = statement["predicate"]["rows"][0]
     row["patched"]["kept"] += 1  # a plausible lie, schema-valid
     _rebind_rows(root, statement)
     _sign(root, statement)
 
 
-def _edit_verdict_resign(root: Path) -> None:
-    statement = _statement(root)
+def _edit_verdict(statement: dict) -> None:
     statement["predicate"]["verdict"] = {"verdict": "STOP", "reasons": ["count_bound"],
                                          "rows": statement["predicate"]["verdict"]["rows"],
                                          "rows_stopped": 1}
-    _sign(root, statement)
 
 
 def _reorder_keys(root: Path, *, resign: bool) -> None:
-    statement = _statement(root)
+    statement = tamper.statement(root)
     reordered = {k: statement[k] for k in reversed(list(statement))}
     body = json.dumps(reordered, separators=(",", ":")).encode()
     if resign:
@@ -151,7 +114,7 @@ def _reorder_keys(root: Path, *, resign: bool) -> None:
 
 def _payload_type(root: Path, *, resign: bool) -> None:
     if resign:
-        _sign(root, _statement(root), payload_type="application/json")
+        _sign(root, tamper.statement(root), payload_type="application/json")
         return
     envelope = json.loads((root / ENVELOPE).read_bytes())
     envelope["payloadType"] = "application/json"
@@ -168,44 +131,32 @@ def _keyid_hint(root: Path) -> None:
     (root / ENVELOPE).write_bytes(dsse.envelope_bytes(envelope))
 
 
-def _size_lie_resign(root: Path) -> None:
+def _size_lie(statement: dict) -> None:
     """Declare a raw size smaller than the xz stream expands to (a decompression bomb)."""
-    statement = _statement(root)
     for subject in statement["subject"]:
         if subject["name"] == INPUT:
             subject["annotations"]["size"] = 16
-    _sign(root, statement)
 
 
-def _path_escape_resign(root: Path) -> None:
-    statement = _statement(root)
+def _path_escape(statement: dict) -> None:
     statement["subject"][0]["annotations"]["stored"] = "../manifest.json"
-    _sign(root, statement)
 
 
-def _harness_digest_resign(root: Path) -> None:
-    statement = _statement(root)
+def _harness_digest(statement: dict) -> None:
     statement["predicate"]["harness"]["sha256"] = "0" * 64
-    _sign(root, statement)
 
 
-def _evidence_resign(root: Path) -> None:
-    statement = _statement(root)
+def _evidence(statement: dict) -> None:
     statement["predicate"]["kernel_path"]["patched"]["side"] = "stock"
-    _sign(root, statement)
 
 
-def _split_path_resign(root: Path) -> None:
+def _split_path(statement: dict) -> None:
     """Claim the split path was not taken for a forced case: the rerun then differs."""
-    statement = _statement(root)
     statement["predicate"]["cases"][0]["split_path"] = False
-    _sign(root, statement)
 
 
-def _patch_hash_resign(root: Path) -> None:
-    statement = _statement(root)
+def _patch_hash(statement: dict) -> None:
     statement["predicate"]["hashes"]["patch"] = "1" * 64
-    _sign(root, statement)
 
 
 BOMB_RAW_BYTES = 256 << 20  # what the bomb's xz stream really expands to
@@ -225,7 +176,7 @@ def _bomb_resign(declared: int) -> Callable[[Path], None]:
     """Replace the captured logits by a decompression bomb, declare ``declared`` raw bytes
     for it and sign again (a dishonest signer whose key the auditor was given)."""
     def run(root: Path) -> None:
-        statement = _statement(root)
+        statement = tamper.statement(root)
         stream = _bomb_stream()
         for subject in statement["subject"]:
             if subject["name"] == INPUT:
@@ -246,7 +197,7 @@ def _duplicate_key_manifest_resign(root: Path) -> None:
     raw = (root / "manifest.json").read_bytes()
     raw = raw.rstrip()[:-1].rstrip() + b',\n  "name": "another-name"\n}\n'
     (root / "manifest.json").write_bytes(raw)
-    statement = _statement(root)
+    statement = tamper.statement(root)
     statement["predicate"]["hashes"]["manifest"] = sha256_hex(raw)
     for subject in statement["subject"]:
         if subject["name"] == "manifest.json":
@@ -264,28 +215,26 @@ def _escape_named_file(root: Path) -> None:
     (root / ESCAPE_NAME).write_bytes(b"added after signing\n")
 
 
-def _source_pin_resign(root: Path) -> None:
-    statement = _statement(root)
+def _source_pin(statement: dict) -> None:
     statement["predicate"]["hashes"]["sources"]["patched"]["version"] = "0.34.0"
-    _sign(root, statement)
 
 
 FIXTURES: dict[str, Fixture] = {
     "good": Fixture(lambda root: None, None, doc="the untouched synthetic bundle"),
-    "output_bit_flipped": Fixture(_flip(FORCED_OUT), "binding_mismatch"),
-    "input_bit_flipped": Fixture(_flip(INPUT), "binding_mismatch"),
-    "manifest_bit_flipped": Fixture(_flip("manifest.json"), "binding_mismatch"),
-    "rows_bit_flipped": Fixture(_flip(ROWS), "binding_mismatch"),
-    "output_truncated": Fixture(_truncate(FORCED_OUT), "binding_mismatch"),
-    "envelope_truncated": Fixture(_truncate(ENVELOPE), "malformed_evidence"),
-    "output_deleted": Fixture(_delete(FORCED_OUT), "malformed_evidence"),
-    "receipt_copy_deleted": Fixture(_delete(RECEIPT), "malformed_evidence"),
+    "output_bit_flipped": Fixture(tamper.flip(FORCED_OUT), "binding_mismatch"),
+    "input_bit_flipped": Fixture(tamper.flip(INPUT), "binding_mismatch"),
+    "manifest_bit_flipped": Fixture(tamper.flip("manifest.json"), "binding_mismatch"),
+    "rows_bit_flipped": Fixture(tamper.flip(ROWS), "binding_mismatch"),
+    "output_truncated": Fixture(tamper.truncate(FORCED_OUT), "binding_mismatch"),
+    "envelope_truncated": Fixture(tamper.truncate(ENVELOPE), "malformed_evidence"),
+    "output_deleted": Fixture(tamper.delete(FORCED_OUT), "malformed_evidence"),
+    "receipt_copy_deleted": Fixture(tamper.delete(RECEIPT), "malformed_evidence"),
     "extra_file": Fixture(_extra, "malformed_evidence"),
-    "outputs_swapped": Fixture(_swap(STOCK_OUT, FORCED_OUT), "binding_mismatch"),
+    "outputs_swapped": Fixture(tamper.swap(STOCK_OUT, FORCED_OUT), "binding_mismatch"),
     "resigned_other_key": Fixture(_resign_other_key, "bad_signature"),
     "row_result_edited_resigned": Fixture(_edit_row_resign, "binding_mismatch"),
-    "verdict_edited_resigned": Fixture(_edit_verdict_resign, "binding_mismatch"),
-    "split_path_edited_resigned": Fixture(_split_path_resign, "binding_mismatch"),
+    "verdict_edited_resigned": Fixture(_resigned(_edit_verdict), "binding_mismatch"),
+    "split_path_edited_resigned": Fixture(_resigned(_split_path), "binding_mismatch"),
     "payload_keys_reordered": Fixture(lambda r: _reorder_keys(r, resign=False), "bad_signature"),
     "payload_keys_reordered_resigned": Fixture(lambda r: _reorder_keys(r, resign=True),
                                                "malformed_evidence"),
@@ -294,12 +243,12 @@ FIXTURES: dict[str, Fixture] = {
                                              "binding_mismatch"),
     "receipt_copy_edited": Fixture(_edit_receipt_copy, "binding_mismatch"),
     "keyid_hint_edited": Fixture(_keyid_hint, "malformed_evidence"),
-    "size_lie_resigned": Fixture(_size_lie_resign, "malformed_evidence"),
-    "path_escape_resigned": Fixture(_path_escape_resign, "malformed_evidence"),
-    "evidence_edited_resigned": Fixture(_evidence_resign, "binding_mismatch"),
-    "patch_hash_edited_resigned": Fixture(_patch_hash_resign, "binding_mismatch"),
-    "source_pin_edited_resigned": Fixture(_source_pin_resign, "binding_mismatch"),
-    "harness_digest_edited_resigned": Fixture(_harness_digest_resign, "harness_drift",
+    "size_lie_resigned": Fixture(_resigned(_size_lie), "malformed_evidence"),
+    "path_escape_resigned": Fixture(_resigned(_path_escape), "malformed_evidence"),
+    "evidence_edited_resigned": Fixture(_resigned(_evidence), "binding_mismatch"),
+    "patch_hash_edited_resigned": Fixture(_resigned(_patch_hash), "binding_mismatch"),
+    "source_pin_edited_resigned": Fixture(_resigned(_source_pin), "binding_mismatch"),
+    "harness_digest_edited_resigned": Fixture(_resigned(_harness_digest), "harness_drift",
                                               strict=True),
     "decompression_bomb_resigned": Fixture(_bomb_resign(BOMB_DECLARED_BYTES),
                                            "malformed_evidence"),

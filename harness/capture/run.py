@@ -24,25 +24,25 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..core.bundle import BundleContent, WrittenBundle, write_bundle
 from ..core.cases_index import check_against_manifest, parse_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
 from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
-from ..core.keys import load_private_key
-from ..core.manifest import Manifest, load_manifest
+from ..core.manifest import CaseLayout, Manifest, load_manifest
 from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from ..core.oracle import numpy_available
+from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
 from .provenance import source_revision
+from .signing import load_private_key
 from .sources import (
     Pins,
     Side,
@@ -289,8 +289,7 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
     key = load_private_key(options.key, owner_only=True)  # refused if group/other may read
     limits = dict(manifest.limits)
     sides = prepare_sides(manifest, options, progress)
-    num_sm = int(manifest.backend.get("interpreter_sm_count", DEFAULT_NUM_SM))
-    deadline = started + float(limits["run_timeout_s"])
+    clock = _Clock(started, started + float(limits["run_timeout_s"]))
 
     remove_stale_scratch(options.out)
     with tempfile.TemporaryDirectory(prefix=scratch_prefix(options.out),
@@ -301,102 +300,162 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         cases_raw = (work / "cases.json").read_bytes()
         layout = parse_cases_index(cases_raw)
         check_against_manifest(layout, manifest)
-        timings: dict[str, Any] = {"build_cases_s": round(time.monotonic() - started, 3)}
+        clock.timings["build_cases_s"] = clock.since_start()
 
-        results: dict[str, SideResult] = {}
-        run_stops: list[str] = []
-        dispatch = {name: manifest.dispatch(name) for name in SIDES}
-        for name in SIDES:
-            side, tree = sides[name]
-            remaining = deadline - time.monotonic()
-            timeout = min(float(limits["child_timeout_s"]), remaining)
-            if timeout <= 0:
-                run_stops.append("run_timeout")
-                timeout = 0.001  # the child is started and killed: recorded as timeout
-            _say(progress, f"{name}: vLLM {side.version} on {backend} "
-                           f"({len(layout)} cases, timeout {timeout:.0f} s)")
-            t0 = time.monotonic()
-            results[name] = run_side(side, tree, backend, num_sm, work / "cases.json",
-                                     work / "out" / name, timeout, repeats=options.repeats,
-                                     dispatch=dispatch[name])
-            timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
-            if not results[name].ok:
-                _say(progress, f"{name}: {results[name].status}: {results[name].reason}")
-
-        inputs: dict[str, bytes] = {}
-        outputs: dict[str, dict[str, bytes | str]] = {name: {} for name in SIDES}
-        split_path: dict[str, bool] = {}
-        paths: dict[str, dict[str, str | None]] = {}
-        case_bytes: list[CaseBytes] = []
-        proven = {name: proven_cases(results[name].evidence, dispatch[name]) for name in SIDES}
-        for case in layout:
-            logits = (work / case.logits_path).read_bytes()
-            p = (work / case.p_path).read_bytes()
-            inputs[case.logits_path], inputs[case.p_path] = logits, p
-            for name in SIDES:
-                outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
-            paths[case.id] = {n: dispatch[n] if proven[n].get(case.id, False) else None
-                              for n in SIDES}
-            split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)
-            case_bytes.append(CaseBytes(
-                case.id, case.vocab,
-                [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
-                logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
-                split_path[case.id],
-                split_sides=(tuple(paths[case.id][n] == SPLIT for n in SIDES)  # type: ignore[arg-type]
-                             if manifest.pinned_by_file else None)))
-        if _split_path_failed(results, dispatch):
+        results, run_stops = run_children(manifest, sides, backend, work, layout, clock,
+                                           repeats=options.repeats, progress=progress)
+        collected = collect_outputs(manifest, layout, work, results)
+        if collected.path_failed:
             run_stops.append("split_path_not_taken")
-
-        total_rows = sum(c.batch for c in case_bytes)
-        if on_rows is not None:
-            on_rows(total_rows)
-        _say(progress, f"judging {total_rows} rows against the binary64 oracle")
-        t0 = time.monotonic()
-        rows = judge_cases(case_bytes, workers=options.workers or default_workers(),
-                           fast=numpy_available(), progress=row_progress)
-        timings["judge_s"] = round(time.monotonic() - t0, 3)
-        if time.monotonic() > deadline:
+        rows = _judge(collected.case_bytes, options.workers, clock, progress=progress,
+                      row_progress=row_progress, on_rows=on_rows)
+        if time.monotonic() > clock.deadline:
             run_stops.append("run_timeout")
         result = verdict(rows, run_stops)
-
-        evidence = {name: json.dumps(r.evidence or {"status": r.status, "reason": r.reason},
-                                     indent=2, sort_keys=True).encode() + b"\n"
-                    for name, r in results.items()}
-        # the report reads the evidence exactly as the receipt will record it (verify
-        # regenerates report.md from the receipt's copy and requires the same bytes)
-        reports = _reports(manifest, backend, rows, result,
-                           {name: json.loads(data) for name, data in evidence.items()},
-                           cases_raw)
-        timings["total_s"] = round(time.monotonic() - started, 3)
-        content = BundleContent(
-            manifest=manifest.raw,
-            cases=cases_raw,
-            case_ids=[c.id for c in layout],
-            inputs=inputs,
-            outputs=outputs,
-            evidence=evidence,
-            split_path=split_path,
-            rows=rows,
-            run_stops=sorted(set(run_stops)),
-            verdict=result,
-            sources={name: side.describe() for name, (side, _) in sides.items()},
-            patch_sha256=_change_sha256(manifest, sides),
-            paths=paths if manifest.pinned_by_file else None,
-            environment={**_environment(results, {n: t for n, (_, t) in sides.items()}),
-                         "backend": backend,
-                         "side_results": {n: {"status": r.status, "reason": r.reason,
-                                              "returncode": r.returncode}
-                                          for n, r in results.items()}},
-            timings=timings,
-            limits=limits,
-            reports=reports,
-            harness_source=source_revision(),
-        )
+        content = bundle_content(manifest, backend, sides, cases_raw, layout, collected,
+                                 results, rows, run_stops, result, clock)
         _say(progress, f"writing and signing the bundle {options.out}")
         written = write_bundle(options.out, content, key,
                                max_bytes=int(limits["max_bundle_bytes"]))
     return RunOutcome(written, result)
+
+
+@dataclass
+class _Clock:
+    """A run's start, its deadline (``run_timeout_s``) and the timings it records."""
+
+    started: float
+    deadline: float
+    timings: dict[str, Any] = field(default_factory=dict)
+
+    def since_start(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+
+def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]], backend: str,
+                 work: Path, layout: Sequence[CaseLayout], clock: _Clock, *, repeats: int,
+                 progress: Progress | None) -> tuple[dict[str, SideResult], list[str]]:
+    """One kernel child per side, in order, each within what is left of the run's time.
+    Returns each side's result and the run stops so far (``run_timeout``)."""
+    limits = manifest.limits
+    num_sm = int(manifest.backend.get("interpreter_sm_count", DEFAULT_NUM_SM))
+    results: dict[str, SideResult] = {}
+    run_stops: list[str] = []
+    for name in SIDES:
+        side, tree = sides[name]
+        remaining = clock.deadline - time.monotonic()
+        timeout = min(float(limits["child_timeout_s"]), remaining)
+        if timeout <= 0:
+            run_stops.append("run_timeout")
+            timeout = 0.001  # the child is started and killed: recorded as timeout
+        _say(progress, f"{name}: vLLM {side.version} on {backend} "
+                       f"({len(layout)} cases, timeout {timeout:.0f} s)")
+        t0 = time.monotonic()
+        results[name] = run_side(side, tree, backend, num_sm, work / "cases.json",
+                                 work / "out" / name, timeout, repeats=repeats,
+                                 dispatch=manifest.dispatch(name))
+        clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
+        if not results[name].ok:
+            _say(progress, f"{name}: {results[name].status}: {results[name].reason}")
+    return results, run_stops
+
+
+@dataclass(frozen=True)
+class CollectedOutputs:
+    """What the children left, per case: captured inputs, each side's output bytes (or the
+    failure status replacing them), the dispatch path each side proved, and the judge's
+    input. ``path_failed``: some side did not prove its declared path."""
+
+    inputs: dict[str, bytes]
+    outputs: dict[str, dict[str, bytes | str]]
+    split_path: dict[str, bool]
+    paths: dict[str, dict[str, str | None]]
+    case_bytes: list[CaseBytes]
+    path_failed: bool
+
+
+def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path,
+                    results: Mapping[str, SideResult]) -> CollectedOutputs:
+    dispatch = {name: manifest.dispatch(name) for name in SIDES}
+    inputs: dict[str, bytes] = {}
+    outputs: dict[str, dict[str, bytes | str]] = {name: {} for name in SIDES}
+    split_path: dict[str, bool] = {}
+    paths: dict[str, dict[str, str | None]] = {}
+    case_bytes: list[CaseBytes] = []
+    proven = {name: proven_cases(results[name].evidence, dispatch[name]) for name in SIDES}
+    for case in layout:
+        logits = (work / case.logits_path).read_bytes()
+        p = (work / case.p_path).read_bytes()
+        inputs[case.logits_path], inputs[case.p_path] = logits, p
+        for name in SIDES:
+            outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
+        paths[case.id] = {n: dispatch[n] if proven[n].get(case.id, False) else None
+                          for n in SIDES}
+        split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)
+        case_bytes.append(CaseBytes(
+            case.id, case.vocab,
+            [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
+            logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
+            split_path[case.id],
+            split_sides=(tuple(paths[case.id][n] == SPLIT for n in SIDES)  # type: ignore[arg-type]
+                         if manifest.pinned_by_file else None)))
+    return CollectedOutputs(inputs, outputs, split_path, paths, case_bytes,
+                            _split_path_failed(results, dispatch))
+
+
+def _judge(case_bytes: Sequence[CaseBytes], workers: int, clock: _Clock, *,
+           progress: Progress | None, row_progress: Callable[[int], None] | None,
+           on_rows: Callable[[int], None] | None) -> list[dict[str, Any]]:
+    """Every row against the binary64 oracle and the gate's rules."""
+    total_rows = sum(c.batch for c in case_bytes)
+    if on_rows is not None:
+        on_rows(total_rows)
+    _say(progress, f"judging {total_rows} rows against the binary64 oracle")
+    t0 = time.monotonic()
+    rows = judge_cases(case_bytes, workers=workers or default_workers(),
+                       fast=numpy_available(), progress=row_progress)
+    clock.timings["judge_s"] = round(time.monotonic() - t0, 3)
+    return rows
+
+
+def bundle_content(manifest: Manifest, backend: str, sides: Mapping[str, tuple[Side, Path]],
+                   cases_raw: bytes, layout: Sequence[CaseLayout], collected: CollectedOutputs,
+                   results: Mapping[str, SideResult], rows: list[dict[str, Any]],
+                   run_stops: list[str], result: dict[str, Any],
+                   clock: _Clock) -> BundleContent:
+    """Everything the writer signs: artifacts, evidence, reports and the run's record."""
+    evidence = {name: json.dumps(r.evidence or {"status": r.status, "reason": r.reason},
+                                 indent=2, sort_keys=True).encode() + b"\n"
+                for name, r in results.items()}
+    # the report reads the evidence exactly as the receipt will record it (verify
+    # regenerates report.md from the receipt's copy and requires the same bytes)
+    reports = _reports(manifest, backend, rows, result,
+                       {name: json.loads(data) for name, data in evidence.items()}, cases_raw)
+    clock.timings["total_s"] = clock.since_start()
+    return BundleContent(
+        manifest=manifest.raw,
+        cases=cases_raw,
+        case_ids=[c.id for c in layout],
+        inputs=collected.inputs,
+        outputs=collected.outputs,
+        evidence=evidence,
+        split_path=collected.split_path,
+        rows=rows,
+        run_stops=sorted(set(run_stops)),
+        verdict=result,
+        sources={name: side.describe() for name, (side, _) in sides.items()},
+        patch_sha256=_change_sha256(manifest, sides),
+        paths=collected.paths if manifest.pinned_by_file else None,
+        environment={**_environment(results, {n: t for n, (_, t) in sides.items()}),
+                     "backend": backend,
+                     "side_results": {n: {"status": r.status, "reason": r.reason,
+                                          "returncode": r.returncode}
+                                      for n, r in results.items()}},
+        timings=clock.timings,
+        limits=dict(manifest.limits),
+        reports=reports,
+        harness_source=source_revision(),
+    )
 
 
 def _change_sha256(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]]) -> str:

@@ -216,40 +216,55 @@ def apply_patch(original: bytes, diff: bytes, path: str) -> bytes:
         if len(names) != 2:
             raise UsageError("patch: a hunk before its '--- a/FILE' and '+++ b/FILE' lines")
         hunks += 1
-        old_start, old_len = int(match[1]), int(match[2] or b"1")
-        new_len = int(match[4] or b"1")
-        start = old_start - 1 if old_len else old_start
-        if start < pos:
-            raise UsageError(f"patch: hunk {hunks} overlaps or is out of order")
-        out.extend(src[pos:start])
-        pos = start
-        seen_old = seen_new = 0
-        i += 1
-        while i < len(lines) and (seen_old < old_len or seen_new < new_len):
-            body = lines[i]
-            tag, text = body[:1], body[1:]
-            if i + 1 < len(lines) and lines[i + 1].startswith(b"\\"):
-                text = text.rstrip(b"\r\n")  # "\ No newline at end of file"
-            if tag in (b" ", b"-"):
-                if pos >= len(src) or src[pos] != text:
-                    raise UsageError(
-                        f"patch: hunk {hunks} does not apply exactly at line {pos + 1}"
-                    )
-                pos += 1
-                seen_old += 1
-                if tag == b" ":
-                    out.append(text)
-                    seen_new += 1
-            elif tag == b"+":
+        i, pos = _apply_hunk(lines, i, match, src, pos, out, hunks)
+    _check_patch_names(hunks, names, path)
+    out.extend(src[pos:])
+    return b"".join(out)
+
+
+def _apply_hunk(lines: list[bytes], i: int, match: re.Match[bytes], src: list[bytes],
+                pos: int, out: list[bytes], number: int) -> tuple[int, int]:
+    """Apply hunk ``number`` (its header at ``lines[i]``) at ``src[pos:]``, appending to
+    ``out``; returns the next diff line and the next unconsumed source line."""
+    old_start, old_len = int(match[1]), int(match[2] or b"1")
+    new_len = int(match[4] or b"1")
+    start = old_start - 1 if old_len else old_start
+    if start < pos:
+        raise UsageError(f"patch: hunk {number} overlaps or is out of order")
+    out.extend(src[pos:start])
+    pos = start
+    seen_old = seen_new = 0
+    i += 1
+    while i < len(lines) and (seen_old < old_len or seen_new < new_len):
+        body = lines[i]
+        tag, text = body[:1], body[1:]
+        if i + 1 < len(lines) and lines[i + 1].startswith(b"\\"):
+            text = text.rstrip(b"\r\n")  # "\ No newline at end of file"
+        if tag in (b" ", b"-"):
+            if pos >= len(src) or src[pos] != text:
+                raise UsageError(
+                    f"patch: hunk {number} does not apply exactly at line {pos + 1}"
+                )
+            pos += 1
+            seen_old += 1
+            if tag == b" ":
                 out.append(text)
                 seen_new += 1
-            else:
-                raise UsageError(f"patch: hunk {hunks} has a bad line {i + 1}: {body[:60]!r}")
+        elif tag == b"+":
+            out.append(text)
+            seen_new += 1
+        else:
+            raise UsageError(f"patch: hunk {number} has a bad line {i + 1}: {body[:60]!r}")
+        i += 1
+        while i < len(lines) and lines[i].startswith(b"\\"):
             i += 1
-            while i < len(lines) and lines[i].startswith(b"\\"):
-                i += 1
-        if seen_old != old_len or seen_new != new_len:
-            raise UsageError(f"patch: hunk {hunks} is truncated")
+    if seen_old != old_len or seen_new != new_len:
+        raise UsageError(f"patch: hunk {number} is truncated")
+    return i, pos
+
+
+def _check_patch_names(hunks: int, names: list[bytes], path: str) -> None:
+    """A patch holds hunks for exactly one file, and that file is ``path``."""
     if not hunks:
         raise UsageError("patch: no hunks found (expected a unified diff)")
     if len(names) != 2:
@@ -258,8 +273,6 @@ def apply_patch(original: bytes, diff: bytes, path: str) -> bytes:
         text_name = name.decode("utf-8", "replace")
         if text_name not in (path, f"a/{path}", f"b/{path}"):
             raise UsageError(f"patch: it changes {text_name!r}, not the kernel file {path!r}")
-    out.extend(src[pos:])
-    return b"".join(out)
 
 
 def candidate(stock: Side, patched_kernel: bytes, patch_bytes: bytes, *,

@@ -42,7 +42,7 @@ def _make_private_parents(prefix: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.keys import write_keypair
+    from ..capture.signing import write_keypair
 
     _make_private_parents(args.out)
     private_path, public_path, kid = write_keypair(args.out)

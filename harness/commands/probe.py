@@ -37,13 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     from ..probes import PROBES, Outcome, run_all
 
-    names = None
+    chosen = list(PROBES)
     if args.only:
         known = {p.name for p in PROBES}
         unknown = [n for n in args.only if n not in known]
         if unknown:
             raise UsageError(f"unknown probe {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        names = list(args.only)
+        chosen = [p for p in PROBES if p.name in args.only]
     width = max(len(p.name) for p in PROBES)
 
     def show(o: Outcome) -> None:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             line += f" ({o.detail})"
         print(line, flush=True)
 
-    outcomes = run_all(names, progress=show, sources=args.sources)
+    outcomes = run_all(chosen, progress=show, sources=args.sources)
     failed = [o for o in outcomes if o.status == "FAILED"]
     skipped = [o for o in outcomes if o.status == "skipped"]
     ok = len(outcomes) - len(failed) - len(skipped)

@@ -1,4 +1,5 @@
-"""DSSE v1 envelopes signed with Ed25519: PAE, sign, verify (fail closed).
+"""DSSE v1 envelopes signed with Ed25519: PAE, verify (fail closed); signing is
+:func:`harness.capture.signing.sign`, outside the trusted core.
 
 PAE (DSSE protocol v1.0.0, https://github.com/secure-systems-lab/dsse/blob/master/protocol.md)::
 
@@ -21,7 +22,7 @@ import json
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from .errors import BindingMismatchError, MalformedEvidenceError, SignatureError
 from .keys import keyid
@@ -60,17 +61,6 @@ def _unb64(text: object, what: str) -> bytes:
         return base64.b64decode(raw, validate=True)
     except (UnicodeEncodeError, binascii.Error, ValueError) as err:
         raise MalformedEvidenceError(f"DSSE {what} is not valid base64") from err
-
-
-def sign(payload: bytes, private_key: Ed25519PrivateKey,
-         payload_type: str = IN_TOTO_PAYLOAD_TYPE) -> dict[str, Any]:
-    """A DSSE envelope holding ``payload`` and one Ed25519 signature over its PAE."""
-    signature = private_key.sign(pae(payload_type, payload))
-    return {
-        "payload": _b64(payload),
-        "payloadType": payload_type,
-        "signatures": [{"keyid": keyid(private_key.public_key()), "sig": _b64(signature)}],
-    }
 
 
 def envelope_bytes(envelope: dict[str, Any]) -> bytes:

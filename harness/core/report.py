@@ -118,7 +118,37 @@ def summarize(inputs: ReportInputs) -> dict[str, Any]:
     rows = list(inputs.rows)
     forced = [r for r in rows if r.get("kind") == FORCED]
     ordinary = [r for r in rows if r.get("kind") == ORDINARY]
+    forced_table = forced_groups(forced, labels, vocabs)
+    stop_rows: Counter[str] = Counter()
+    for r in rows:
+        stop_rows.update(r.get("stops", []))
+    side_status = {side: dict(sorted(Counter(str(r.get(side, {}).get("status", "missing"))
+                                             for r in rows).items())) for side in SIDES}
+    return {
+        "manifest": inputs.manifest_name,
+        "backend": backend_label(inputs.backend, inputs.evidence),
+        "interpreter": is_interpreter(inputs.backend, inputs.evidence),
+        "verdict": str(inputs.verdict.get("verdict", "?")),
+        "reasons": list(inputs.verdict.get("reasons", [])),
+        "rows": len(rows), "forced_rows": len(forced), "ordinary_rows": len(ordinary),
+        "rows_stopped": sum(bool(r.get("stops")) for r in rows),
+        "stop_rows": dict(sorted(stop_rows.items())),
+        "forced": forced_table,
+        "stock_lost_forced": sum(g["stock_lost_forced"] for g in forced_table),
+        "patched_held": sum(g["patched_held"] for g in forced_table),
+        "envelope": {side: count_envelope(ordinary, side) for side in SIDES},
+        "symdiff": symdiff_comparison(ordinary),
+        "diagnostics": {kind: {side: side_diagnostics(subset, side) for side in SIDES}
+                        for kind, subset in ((ORDINARY, ordinary), (FORCED, forced))},
+        "oracle": {kind: oracle_statuses(subset)
+                   for kind, subset in ((FORCED, forced), (ORDINARY, ordinary))},
+        "side_status": side_status,
+    }
 
+
+def forced_groups(forced: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, int], str],
+                  vocabs: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The forced-rows table: one group per (forced value, vocabulary), in value order."""
     groups: dict[tuple[str, int | None], dict[str, Any]] = {}
     for r in forced:
         value = forced_value(labels.get((str(r.get("case")), int(r.get("row", -1)))))
@@ -140,35 +170,42 @@ def summarize(inputs: ReportInputs) -> dict[str, Any]:
         g = groups[key]
         forced_table.append({**g, "stock_failures": dict(sorted(g["stock_failures"].items())),
                              "patched_failures": dict(sorted(g["patched_failures"].items()))})
+    return forced_table
 
-    envelope: dict[str, Any] = {}
-    for side in SIDES:
-        best_abs: tuple[int, str] | None = None
-        best_rel: tuple[Fraction, str, int, int] | None = None
-        over = under = equal = 0
-        for r in ordinary:
-            kept, count = side_kept(r, side), oracle_count(r)
-            if kept is None or count is None:
-                continue
-            diff = kept - count
-            over += diff > 0
-            under += diff < 0
-            equal += diff == 0
-            if best_abs is None or abs(diff) > abs(best_abs[0]):
-                best_abs = (diff, _row_id(r))
-            rel = Fraction(abs(diff), count) if count else Fraction(0)
-            if best_rel is None or rel > best_rel[0]:
-                best_rel = (rel, _row_id(r), diff, count)
-        envelope[side] = {
-            "rows": over + under + equal, "over_keep": over, "under_keep": under,
-            "equal_count": equal,
-            "max_abs_diff": None if best_abs is None else best_abs[0],
-            "max_abs_row": None if best_abs is None else best_abs[1],
-            "max_rel_diff": None if best_rel is None else f"{float(best_rel[0]):.6g}",
-            "max_rel_row": None if best_rel is None else best_rel[1],
-            "max_rel_fraction": None if best_rel is None else f"{best_rel[2]}/{best_rel[3]}",
-        }
 
+def count_envelope(ordinary: Sequence[Mapping[str, Any]], side: str) -> dict[str, Any]:
+    """The ordinary-rows envelope of one side: kept count against the oracle's, row by row
+    (over, under, equal; the largest absolute and relative differences and their rows)."""
+    best_abs: tuple[int, str] | None = None
+    best_rel: tuple[Fraction, str, int, int] | None = None
+    over = under = equal = 0
+    for r in ordinary:
+        kept, count = side_kept(r, side), oracle_count(r)
+        if kept is None or count is None:
+            continue
+        diff = kept - count
+        over += diff > 0
+        under += diff < 0
+        equal += diff == 0
+        if best_abs is None or abs(diff) > abs(best_abs[0]):
+            best_abs = (diff, _row_id(r))
+        rel = Fraction(abs(diff), count) if count else Fraction(0)
+        if best_rel is None or rel > best_rel[0]:
+            best_rel = (rel, _row_id(r), diff, count)
+    return {
+        "rows": over + under + equal, "over_keep": over, "under_keep": under,
+        "equal_count": equal,
+        "max_abs_diff": None if best_abs is None else best_abs[0],
+        "max_abs_row": None if best_abs is None else best_abs[1],
+        "max_rel_diff": None if best_rel is None else f"{float(best_rel[0]):.6g}",
+        "max_rel_row": None if best_rel is None else best_rel[1],
+        "max_rel_fraction": None if best_rel is None else f"{best_rel[2]}/{best_rel[3]}",
+    }
+
+
+def symdiff_comparison(ordinary: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Ordinary rows where patched's symmetric difference to the oracle set is smaller
+    than, equal to, or larger than stock's."""
     better = equal_sd = worse = 0
     for r in ordinary:
         s, p = r.get("stock", {}).get("symdiff"), r.get("patched", {}).get("symdiff")
@@ -176,52 +213,28 @@ def summarize(inputs: ReportInputs) -> dict[str, Any]:
             better += p < s
             equal_sd += p == s
             worse += p > s
+    return {"better": better, "equal": equal_sd, "worse": worse}
 
-    diagnostics: dict[str, Any] = {}
-    for kind, subset in ((ORDINARY, ordinary), (FORCED, forced)):
-        per_kind = {}
-        for side in SIDES:
-            exact: Counter[bool] = Counter()
-            minimal: Counter[str] = Counter()
-            for r in subset:
-                d = r.get("diagnostics", {})
-                if f"{side}_exact" in d:
-                    exact[bool(d[f"{side}_exact"])] += 1
-                if f"{side}_minimal" in d:
-                    minimal[_MINIMAL[d[f"{side}_minimal"]]] += 1
-            per_kind[side] = {"exact": exact[True], "judged": exact[True] + exact[False],
-                              "minimal_yes": minimal["yes"], "minimal_no": minimal["no"],
-                              "minimal_undefined": minimal["undefined"]}
-        diagnostics[kind] = per_kind
 
-    oracle = {kind: {"certified": sum(oracle_count(r) is not None for r in subset),
-                     "ambiguous": sum(r.get("oracle", {}).get("status") == AMBIGUOUS
-                                      for r in subset)}
-              for kind, subset in ((FORCED, forced), (ORDINARY, ordinary))}
+def side_diagnostics(subset: Sequence[Mapping[str, Any]], side: str) -> dict[str, int]:
+    """The diagnostics table of one side over rows of one kind: exact sets, minimality."""
+    exact: Counter[bool] = Counter()
+    minimal: Counter[str] = Counter()
+    for r in subset:
+        d = r.get("diagnostics", {})
+        if f"{side}_exact" in d:
+            exact[bool(d[f"{side}_exact"])] += 1
+        if f"{side}_minimal" in d:
+            minimal[_MINIMAL[d[f"{side}_minimal"]]] += 1
+    return {"exact": exact[True], "judged": exact[True] + exact[False],
+            "minimal_yes": minimal["yes"], "minimal_no": minimal["no"],
+            "minimal_undefined": minimal["undefined"]}
 
-    stop_rows: Counter[str] = Counter()
-    for r in rows:
-        stop_rows.update(r.get("stops", []))
-    side_status = {side: dict(sorted(Counter(str(r.get(side, {}).get("status", "missing"))
-                                             for r in rows).items())) for side in SIDES}
-    return {
-        "manifest": inputs.manifest_name,
-        "backend": backend_label(inputs.backend, inputs.evidence),
-        "interpreter": is_interpreter(inputs.backend, inputs.evidence),
-        "verdict": str(inputs.verdict.get("verdict", "?")),
-        "reasons": list(inputs.verdict.get("reasons", [])),
-        "rows": len(rows), "forced_rows": len(forced), "ordinary_rows": len(ordinary),
-        "rows_stopped": sum(bool(r.get("stops")) for r in rows),
-        "stop_rows": dict(sorted(stop_rows.items())),
-        "forced": forced_table,
-        "stock_lost_forced": sum(g["stock_lost_forced"] for g in forced_table),
-        "patched_held": sum(g["patched_held"] for g in forced_table),
-        "envelope": envelope,
-        "symdiff": {"better": better, "equal": equal_sd, "worse": worse},
-        "diagnostics": diagnostics,
-        "oracle": oracle,
-        "side_status": side_status,
-    }
+
+def oracle_statuses(subset: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many rows of one kind the oracle certified, and how many were ambiguous."""
+    return {"certified": sum(oracle_count(r) is not None for r in subset),
+            "ambiguous": sum(r.get("oracle", {}).get("status") == AMBIGUOUS for r in subset)}
 
 
 def is_interpreter(backend: str, evidence: Mapping[str, Mapping[str, Any] | None]) -> bool:

@@ -112,8 +112,8 @@ def test_an_unknown_key_algorithm_is_exit_2_with_one_line(tmp_path, capsys):
     assert "unsupported algorithm" in err and err.count("\n") == 1
     private = tmp_path / "odd.key"
     private.write_bytes(pem.replace(b"PUBLIC", b"PRIVATE"))
+    from harness.capture.signing import load_private_key
     from harness.core.errors import UsageError
-    from harness.core.keys import load_private_key
 
     with pytest.raises(UsageError):
         load_private_key(private)
@@ -126,8 +126,8 @@ def test_a_missing_frozen_manifest_is_exit_2(tmp_path, capsys):
 
 
 def test_run_refuses_a_private_key_readable_by_others(tmp_path):
+    from harness.capture.signing import load_private_key
     from harness.core.errors import UsageError
-    from harness.core.keys import load_private_key
 
     key = tmp_path / "k.key"
     key.write_bytes((KEYS / "test-only-signing.key").read_bytes())

@@ -57,37 +57,31 @@ def test_unknown_probe_name_is_usage_error(capsys: pytest.CaptureFixture[str]) -
 def test_probe_tampers_the_stored_file_the_receipt_names(tmp_path: Path) -> None:
     """Inputs are stored as xz or zlib (writer's choice): the probe must find the stored
     name in the signed receipt, and that name is what the refusal names."""
-    import harness.probes as probes
+    from harness.probes import ProbeContext, catalogue, run_probe
 
-    fx = probes._fx(tmp_path)
-    try:
-        stored = fx.stored(probes._LOGITS)
-        assert stored.startswith(probes._LOGITS + ".") and (fx.good / stored).is_file()
-        outcome = probes.run_probe(
-            next(p for p in probes.PROBES if p.name == "mismatched-input-hash"), tmp_path)
-        assert (outcome.status, outcome.observed) == ("ok", "binding_mismatch")
-    finally:
-        probes._work_fixture.pop(tmp_path, None)
+    context = ProbeContext(tmp_path)
+    good = catalogue.good_bundle(context)
+    stored = good.stored(catalogue.LOGITS)
+    assert stored.startswith(catalogue.LOGITS + ".") and (good.path / stored).is_file()
+    outcome = run_probe(next(p for p in PROBES if p.name == "mismatched-input-hash"), context)
+    assert (outcome.status, outcome.observed) == ("ok", "binding_mismatch")
+    assert context.good is good  # written once, shared by the probes of one run
 
 
 def test_right_code_for_another_reason_is_a_failed_probe(tmp_path: Path) -> None:
     """A refusal that carries the declared code but names another defect proves nothing."""
     import dataclasses
 
-    import harness.probes as probes
+    from harness.probes import ProbeContext, catalogue, run_probe, tamper
 
-    def deletes_the_wrong_file(work: Path) -> str:
-        fx = probes._fx(work)
-        other = fx.stored(probes._PATCHED_OUT)
-        return probes._verify_copy(fx, work, "wrong-file", lambda r: (r / other).unlink(),
-                                   because=fx.stored(probes._STOCK_OUT))
+    def deletes_the_wrong_file(context: ProbeContext) -> str:
+        good = catalogue.good_bundle(context)
+        return catalogue._verify_copy(context, "wrong-file",
+                                      tamper.delete(good.stored(catalogue.PATCHED_OUT)),
+                                      because=good.stored(catalogue.STOCK_OUT))
 
-    probe = dataclasses.replace(probes.PROBES[0], name="wrong-reason",
-                                run=deletes_the_wrong_file)
-    try:
-        outcome = probes.run_probe(probe, tmp_path)
-    finally:
-        probes._work_fixture.pop(tmp_path, None)
+    probe = dataclasses.replace(PROBES[0], name="wrong-reason", run=deletes_the_wrong_file)
+    outcome = run_probe(probe, ProbeContext(tmp_path))
     assert outcome.observed == "malformed_evidence"
     assert outcome.status == "FAILED"
     assert "refused for another reason" in outcome.detail

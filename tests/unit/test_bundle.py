@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.capture import bundle_writer
 from harness.core import bundle
 from harness.core.digest import sha256_hex
 from harness.core.errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
@@ -42,14 +43,14 @@ def output_and_base(draw):
 @settings(max_examples=200, deadline=None)
 def test_mask_codec_is_lossless(pair):
     out, base = pair
-    assert bundle.mask_decode(bundle.mask_encode(out, base), base) == out
+    assert bundle.mask_decode(bundle_writer.mask_encode(out, base), base) == out
 
 
 @given(output_and_base())
 @settings(max_examples=100, deadline=None)
 def test_mask_codec_pure_path_equals_numpy_path(pair):
     out, base = pair
-    fast = bundle.mask_encode(out, base)
+    fast = bundle_writer.mask_encode(out, base)
     real_import = builtins.__import__
 
     def no_numpy(name, *args, **kwargs):
@@ -59,7 +60,7 @@ def test_mask_codec_pure_path_equals_numpy_path(pair):
 
     builtins.__import__ = no_numpy
     try:
-        pure = bundle.mask_encode(out, base)
+        pure = bundle_writer.mask_encode(out, base)
     finally:
         builtins.__import__ = real_import
     assert pure == fast
@@ -68,14 +69,14 @@ def test_mask_codec_pure_path_equals_numpy_path(pair):
 def test_mask_codec_keeps_nan_payloads_and_signed_zero_bits():
     base = struct.pack("<4I", 0x7FC00001, 0x00000000, 0x3F800000, 0xFF800000)
     out = struct.pack("<4I", 0x7FC00002, 0x80000000, 0x3F800000, 0xFF800000)
-    assert bundle.mask_decode(bundle.mask_encode(out, base), base) == out
+    assert bundle.mask_decode(bundle_writer.mask_encode(out, base), base) == out
 
 
 @pytest.mark.parametrize("coded", [
-    b"", b"XXXX" + b"\0" * 8, bundle._MASK_MAGIC + struct.pack("<Q", 3) + b"\0\0",
-    bundle._MASK_MAGIC + struct.pack("<Q", 2) + b"\x00\x03",  # unknown code
-    bundle._MASK_MAGIC + struct.pack("<Q", 2) + b"\x02\x02" + b"\0" * 4,  # too few values
-    bundle._MASK_MAGIC + struct.pack("<Q", 2) + b"\x00\x00" + b"\0" * 4,  # spare values
+    b"", b"XXXX" + b"\0" * 8, bundle.MASK_MAGIC + struct.pack("<Q", 3) + b"\0\0",
+    bundle.MASK_MAGIC + struct.pack("<Q", 2) + b"\x00\x03",  # unknown code
+    bundle.MASK_MAGIC + struct.pack("<Q", 2) + b"\x02\x02" + b"\0" * 4,  # too few values
+    bundle.MASK_MAGIC + struct.pack("<Q", 2) + b"\x00\x00" + b"\0" * 4,  # spare values
 ])
 def test_mask_decode_refuses_inconsistent_data(coded):
     with pytest.raises(MalformedEvidenceError):
@@ -84,7 +85,7 @@ def test_mask_decode_refuses_inconsistent_data(coded):
 
 def test_xz_decompression_is_capped_and_complete():
     data = b"\0" * 100_000
-    packed = bundle.xz_compress(data)
+    packed = bundle_writer.xz_compress(data)
     assert bundle.xz_decompress(packed, len(data)) == data
     with pytest.raises(MalformedEvidenceError, match="expands past"):
         bundle.xz_decompress(packed, len(data) - 1)
@@ -115,17 +116,17 @@ def test_writer_leaves_nothing_behind_on_failure(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk died")
 
-    monkeypatch.setattr(bundle.dsse, "sign", boom)
+    monkeypatch.setattr(bundle_writer, "sign", boom)
     with pytest.raises(RuntimeError):
         synthetic.write(tmp_path / "b")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_writer_enforces_the_size_cap(tmp_path):
-    from harness.core.keys import load_private_key
+    from harness.capture.signing import load_private_key
 
     with pytest.raises(LimitError, match="over its cap"):
-        bundle.write_bundle(tmp_path / "b", synthetic.content(), load_private_key(
+        bundle_writer.write_bundle(tmp_path / "b", synthetic.content(), load_private_key(
             synthetic.SIGNING_KEY), max_bytes=1000)
     assert list(tmp_path.iterdir()) == []
 
@@ -157,7 +158,7 @@ def test_written_bundle_layout_and_digests(tmp_path):
 def test_private_key_never_enters_a_bundle(tmp_path):
     written = synthetic.write(tmp_path / "b")
     secret = synthetic.SIGNING_KEY.read_bytes()
-    from harness.core.keys import load_private_key, private_pem
+    from harness.capture.signing import load_private_key, private_pem
 
     raw = load_private_key(synthetic.SIGNING_KEY).private_bytes_raw()
     for path in written.path.rglob("*"):
@@ -211,14 +212,14 @@ def test_bundle_root_must_be_a_real_directory(tmp_path):
 @settings(max_examples=100, deadline=None)
 def test_mask_decode_pure_equals_numpy(pair):
     out, base = pair
-    coded = bundle.mask_encode(out, base)
+    coded = bundle_writer.mask_encode(out, base)
     assert bundle.mask_decode(coded, base, fast=False) == bundle.mask_decode(coded, base,
                                                                              fast=True) == out
 
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_mask_decode_refuses_bad_codes_on_both_paths(fast):
-    head = bundle._MASK_MAGIC + struct.pack("<Q", 2)
+    head = bundle.MASK_MAGIC + struct.pack("<Q", 2)
     for coded in (head + b"\x00\x03", head + b"\x02\x02" + b"\0" * 4,
                   head + b"\x00\x00" + b"\0" * 4, head + b"\x02\x00" + b"\0" * 3):
         with pytest.raises(MalformedEvidenceError):
@@ -248,7 +249,7 @@ def test_writer_picks_xz_only_where_it_pays(tmp_path):
     repeated = noisy * 40  # repeats 64 KiB apart: beyond zlib's 32 KiB window
     stored = {}
     for name, data in (("noisy", noisy), ("repeated", repeated)):
-        subject = bundle._store(tmp_path, f"inputs/{name}.logits.f32", data, bundle.CODEC_XZ,
+        subject = bundle_writer._store(tmp_path, f"inputs/{name}.logits.f32", data, bundle.CODEC_XZ,
                                 None)
         stored[name] = subject["annotations"]["codec"]
     assert stored == {"noisy": "zlib", "repeated": "xz"}

@@ -63,3 +63,64 @@ def test_importing_the_whole_core_loads_nothing_heavy():
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# Names that hold, build or read a private key: the core verifies with public keys only.
+PRIVATE_KEY_NAMES = frozenset({
+    "Ed25519PrivateKey", "X25519PrivateKey", "Ed448PrivateKey", "PrivateFormat",
+    "load_pem_private_key", "load_der_private_key", "load_ssh_private_key",
+    "generate_private_key", "from_private_bytes", "private_bytes", "private_bytes_raw",
+})
+
+
+def _private_key_names(tree: ast.AST) -> list[str]:
+    """Every private-key name ``tree`` imports, reads or calls, and every ``.generate()``
+    (how a cryptography private key is made)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.alias):
+            names = {node.name.split(".")[-1], node.asname or ""}
+        elif isinstance(node, ast.Name):
+            names = {node.id}
+        elif isinstance(node, ast.Attribute):
+            names = {node.attr}
+            if node.attr == "generate":
+                found.append("generate")
+        else:
+            continue
+        found += sorted(names & PRIVATE_KEY_NAMES)
+    return found
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: str(p.relative_to(CORE)))
+def test_core_module_names_no_private_key(path):
+    assert _private_key_names(ast.parse(path.read_text("utf-8"))) == []
+
+
+def test_the_private_key_check_sees_what_it_looks_for():
+    tree = ast.parse("from cryptography.hazmat.primitives.asymmetric import ed25519\n"
+                     "from cryptography.hazmat.primitives.serialization import "
+                     "load_pem_private_key as load\n"
+                     "key = ed25519.Ed25519PrivateKey.generate()\n")
+    assert sorted(_private_key_names(tree)) == ["Ed25519PrivateKey", "generate",
+                                                "load_pem_private_key"]
+
+
+def test_importing_the_whole_core_binds_no_private_key_type():
+    """After importing every core module, no name of any of them is (or refers to) a
+    private-key class or loader, and the capture side's signing module was never loaded."""
+    names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in CORE_FILES]
+    script = (
+        "import sys\n" + "".join(f"import {n}\n" for n in names) +
+        "from cryptography.hazmat.primitives.asymmetric import ed25519\n"
+        "from cryptography.hazmat.primitives import serialization\n"
+        "private = (ed25519.Ed25519PrivateKey, serialization.load_pem_private_key)\n"
+        "bad = sorted(f'{m}.{k}' for m, mod in list(sys.modules.items())\n"
+        "             if m.startswith('harness.core')\n"
+        "             for k, v in vars(mod).items() if any(v is p for p in private))\n"
+        "bad += [m for m in sys.modules if m.startswith('harness.capture')]\n"
+        "print(bad)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

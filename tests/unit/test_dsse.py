@@ -9,6 +9,7 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from harness.capture.signing import sign
 from harness.core import dsse
 from harness.core.errors import BindingMismatchError, MalformedEvidenceError, SignatureError
 from harness.core.keys import keyid
@@ -56,7 +57,7 @@ def key() -> Ed25519PrivateKey:
 
 
 def _envelope(key, payload=b'{"a":1}', payload_type=dsse.IN_TOTO_PAYLOAD_TYPE) -> dict:
-    return dsse.sign(payload, key, payload_type)
+    return sign(payload, key, payload_type)
 
 
 def _bytes(envelope: dict) -> bytes:

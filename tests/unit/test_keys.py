@@ -9,6 +9,7 @@ import stat
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from harness.capture import signing
 from harness.core import keys
 from harness.core.errors import UsageError
 
@@ -16,12 +17,12 @@ from harness.core.errors import UsageError
 def test_write_keypair_modes_and_roundtrip(tmp_path):
     old = os.umask(0)  # a permissive umask must not widen the private key's mode
     try:
-        private_path, public_path, kid = keys.write_keypair(tmp_path / "signer")
+        private_path, public_path, kid = signing.write_keypair(tmp_path / "signer")
     finally:
         os.umask(old)
     assert private_path.name == "signer.key" and public_path.name == "signer.pub"
     assert stat.S_IMODE(private_path.stat().st_mode) == 0o600
-    private = keys.load_private_key(private_path)
+    private = signing.load_private_key(private_path)
     public = keys.load_public_key(public_path)
     assert keys.raw_public_bytes(private.public_key()) == keys.raw_public_bytes(public)
     assert kid == hashlib.sha256(keys.raw_public_bytes(public)).hexdigest()
@@ -39,7 +40,7 @@ def test_keyid_is_sha256_of_raw_public_key():
 def test_refuses_to_overwrite_either_file(tmp_path, existing):
     (tmp_path / existing).write_bytes(b"keep me")
     with pytest.raises(UsageError, match="refusing to overwrite"):
-        keys.write_keypair(tmp_path / "signer")
+        signing.write_keypair(tmp_path / "signer")
     assert (tmp_path / existing).read_bytes() == b"keep me"
     assert sorted(p.name for p in tmp_path.iterdir()) == [existing]
 
@@ -47,16 +48,16 @@ def test_refuses_to_overwrite_either_file(tmp_path, existing):
 def test_refuses_a_dangling_symlink_in_the_way(tmp_path):
     (tmp_path / "signer.key").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(UsageError):
-        keys.write_keypair(tmp_path / "signer")
+        signing.write_keypair(tmp_path / "signer")
     assert not (tmp_path / "elsewhere").exists()
 
 
 def test_bad_key_files_are_usage_errors(tmp_path):
-    private_path, public_path, _ = keys.write_keypair(tmp_path / "k")
+    private_path, public_path, _ = signing.write_keypair(tmp_path / "k")
     with pytest.raises(UsageError, match="private key"):
         keys.load_public_key(private_path)
     with pytest.raises(UsageError):
-        keys.load_private_key(public_path)
+        signing.load_private_key(public_path)
     junk = tmp_path / "junk.pub"
     junk.write_bytes(b"not a key")
     with pytest.raises(UsageError):

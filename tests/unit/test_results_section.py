@@ -17,8 +17,9 @@ sys.path.insert(0, str(ROOT / "tests" / "assets"))
 
 import synthetic  # noqa: E402
 
-from harness.core.bundle import write_bundle  # noqa: E402
-from harness.core.keys import load_private_key, load_public_key  # noqa: E402
+from harness.capture.bundle_writer import write_bundle  # noqa: E402
+from harness.capture.signing import load_private_key  # noqa: E402
+from harness.core.keys import load_public_key  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("results_section",
                                                ROOT / "scripts" / "results_section.py")

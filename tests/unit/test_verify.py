@@ -257,8 +257,8 @@ def test_kernel_drift_in_evidence_must_have_stopped_the_run(tmp_path):
     import dataclasses
     import json as json_module
 
-    from harness.core.bundle import write_bundle
-    from harness.core.keys import load_private_key
+    from harness.capture.bundle_writer import write_bundle
+    from harness.capture.signing import load_private_key
 
     content = synthetic.content()
     drifted = {side: json_module.dumps({**json_module.loads(content.evidence[side]),
@@ -283,8 +283,8 @@ def test_split_path_flags_are_bound_to_the_kernel_evidence(tmp_path):
     import dataclasses
     import json as json_module
 
-    from harness.core.bundle import write_bundle
-    from harness.core.keys import load_private_key
+    from harness.capture.bundle_writer import write_bundle
+    from harness.capture.signing import load_private_key
 
     content = synthetic.content()
     key = load_private_key(synthetic.SIGNING_KEY)

@@ -20,13 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.capture.signing import load_private_key
 from harness.core.errors import (
     BindingMismatchError,
     MalformedEvidenceError,
     SignatureError,
     UsageError,
 )
-from harness.core.keys import load_private_key, load_public_key
+from harness.core.keys import load_public_key
 from harness.core.verify import verify_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def test_a_fifo_as_the_manifest_or_its_hash_file_is_a_usage_error(tmp_path):
 
 
 def test_run_key_as_a_fifo_is_a_usage_error_without_hanging(tmp_path):
-    from harness.core.keys import load_private_key as load
+    from harness.capture.signing import load_private_key as load
 
     fifo = tmp_path / "signing.key"
     os.mkfifo(fifo)
@@ -323,7 +324,7 @@ def test_non_canonical_envelopes_are_refused_before_cryptography(copy, mutate):
 
 def _write(tmp_path: Path, content) -> Path:
     synthetic_key = load_private_key(synthetic.SIGNING_KEY)
-    from harness.core.bundle import write_bundle
+    from harness.capture.bundle_writer import write_bundle
 
     return write_bundle(tmp_path / "b", content, synthetic_key).path
 

@@ -433,51 +433,12 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
     host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
     host_logits = host_logits.reshape(batch, vocab)
     host_p = torch.frombuffer(bytearray(p_bytes), dtype=torch.float32)
-    timings: dict[str, Any] = {}
     if backend == "cuda":
-        logits = host_logits.to("cuda")
-        # The split path masks its input in place and returns it: repeats start from a
-        # pristine copy of the captured bytes, never from an already-masked tensor.
-        pristine = logits.clone()
-        p = host_p.to("cuda")
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        with observer:
-            out = module.apply_top_k_top_p_triton(logits, None, p)
-            torch.cuda.synchronize()
-        timings["first_call_ms"] = round((time.perf_counter() - started) * 1e3, 3)
-        proof = observer.proof(batch, None)
-        first = out.detach().cpu().contiguous()
-        per_call, identical = [], True
-        work = torch.empty_like(logits)
-        for _ in range(repeats):
-            work.copy_(pristine)
-            begin = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            begin.record()
-            again = module.apply_top_k_top_p_triton(work, None, p)
-            end.record()
-            torch.cuda.synchronize()
-            per_call.append(begin.elapsed_time(end))
-            identical = identical and bool(torch.equal(again.cpu().view(torch.int32),
-                                                       first.view(torch.int32)))
-        if per_call:
-            timings.update(repeats=repeats, median_ms=round(statistics.median(per_call), 4),
-                           min_ms=round(min(per_call), 4), max_ms=round(max(per_call), 4),
-                           repeat_outputs_bit_identical=identical)
-        out = first
+        out, proof, timings = run_cuda(torch, module, observer, host_logits, host_p, batch,
+                                       repeats)
     else:
-        logits = host_logits.clone()
-        p = host_p.clone()
-        started = time.perf_counter()
-        with observer:
-            if split:
-                module._apply_topp_split(logits, None, p, float("-inf"), num_sm)
-                out = logits
-            else:
-                out = module.apply_top_k_top_p_triton(logits, None, p)
-        timings["wall_s"] = round(time.perf_counter() - started, 3)
-        proof = observer.proof(batch, num_sm if split else None)
+        out, proof, timings = run_interpreter(module, observer, host_logits, host_p, batch,
+                                              num_sm)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
     kept = (out != float("-inf")).sum(dim=1).tolist()  # tokens not masked, per row
     record = {
@@ -497,6 +458,70 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
     return out_bytes, record
 
 
+def run_cuda(torch: Any, module: Any, observer: Observer, host_logits: Any, host_p: Any,
+             batch: int, repeats: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The public entry on the GPU, observed once; then ``repeats`` timed calls. Returns
+    the first call's output (on the host), the path proof and the timings."""
+    logits = host_logits.to("cuda")
+    # The split path masks its input in place and returns it: repeats start from a
+    # pristine copy of the captured bytes, never from an already-masked tensor.
+    pristine = logits.clone()
+    p = host_p.to("cuda")
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    with observer:
+        out = module.apply_top_k_top_p_triton(logits, None, p)
+        torch.cuda.synchronize()
+    timings: dict[str, Any] = {"first_call_ms": round((time.perf_counter() - started) * 1e3, 3)}
+    proof = observer.proof(batch, None)
+    first = out.detach().cpu().contiguous()
+    timings.update(_timed_repeats(torch, module, pristine, p, first, repeats))
+    return first, proof, timings
+
+
+def _timed_repeats(torch: Any, module: Any, pristine: Any, p: Any, first: Any,
+                   repeats: int) -> dict[str, Any]:
+    """CUDA-event timings of ``repeats`` more calls, each from the pristine input, and
+    whether every output is bit-identical to the first (empty when ``repeats`` is 0)."""
+    per_call, identical = [], True
+    work = torch.empty_like(pristine)
+    for _ in range(repeats):
+        work.copy_(pristine)
+        begin = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        begin.record()
+        again = module.apply_top_k_top_p_triton(work, None, p)
+        end.record()
+        torch.cuda.synchronize()
+        per_call.append(begin.elapsed_time(end))
+        identical = identical and bool(torch.equal(again.cpu().view(torch.int32),
+                                                   first.view(torch.int32)))
+    if not per_call:
+        return {}
+    return {"repeats": repeats, "median_ms": round(statistics.median(per_call), 4),
+            "min_ms": round(min(per_call), 4), "max_ms": round(max(per_call), 4),
+            "repeat_outputs_bit_identical": identical}
+
+
+def run_interpreter(module: Any, observer: Observer, host_logits: Any, host_p: Any,
+                    batch: int, num_sm: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """One observed call in Triton's interpreter on CPU tensors: the split entry with the
+    requested SM count, or the public entry for the one-kernel path."""
+    split = isinstance(observer, SplitObserver)
+    logits = host_logits.clone()
+    p = host_p.clone()
+    started = time.perf_counter()
+    with observer:
+        if split:
+            module._apply_topp_split(logits, None, p, float("-inf"), num_sm)
+            out = logits
+        else:
+            out = module.apply_top_k_top_p_triton(logits, None, p)
+    timings = {"wall_s": round(time.perf_counter() - started, 3)}
+    proof = observer.proof(batch, num_sm if split else None)
+    return out, proof, timings
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -504,49 +529,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     request = json.loads(Path(args[0]).read_text(encoding="utf-8"))
     out_dir = Path(request["out_dir"])
-    backend = request["backend"]
     fault = os.environ.get(FAULT_ENV) or None
-    evidence: dict[str, Any] = {
-        "schema": EVIDENCE_SCHEMA,
-        "status": "started",
-        "side": request["side"],
-        "backend": backend,
-        "interpreter": backend == "interpreter",
-        "env": {k: os.environ.get(k) for k in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")},
-        "test_fault": fault,
-        "python": platform.python_version(),
-    }
+    evidence = started_evidence(request, fault)
     evidence_path = out_dir / "evidence.json"
     _write_json(evidence_path, evidence)
     try:
-        if sys.byteorder != "little":
-            raise KernelChildError("the captured bytes are little-endian; this host is not")
-        if backend == "interpreter" and (os.environ.get("TRITON_INTERPRET") != "1"
-                                         or os.environ.get("CUDA_VISIBLE_DEVICES") != ""):
-            raise KernelChildError(
-                "interpreter backend needs TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES="
-            )
-        if backend == "cuda" and os.environ.get("TRITON_INTERPRET"):
-            raise KernelChildError("cuda backend must not run with TRITON_INTERPRET set")
-        tree = Path(request["tree"]).resolve()
-        module, info = import_kernel(tree, request["side"]["kernel_path"],
-                                     request["placeholders"])
-        import numpy  # noqa: F401  (output bytes)
-        import torch
-        import triton
-
-        if backend == "cuda" and not torch.cuda.is_available():
-            raise KernelChildError("cuda backend: torch sees no CUDA device")
-        dispatch = str(request.get("dispatch", SPLIT))
-        if dispatch not in DISPATCH_PATHS:
-            raise KernelChildError(f"unknown dispatch path {dispatch!r}")
-        evidence["dispatch"] = dispatch
-        if dispatch == SINGLE and backend == "interpreter":
-            evidence["platform"] = cpu_platform_for_interpreter()
-        evidence.update(info)
-        evidence.update(torch=torch.__version__, triton=triton.__version__,
-                        device=_device_info(torch, backend),
-                        num_sm_requested=request["num_sm"] if backend == "interpreter" else None)
+        check_host(request["backend"])
+        torch, module, dispatch = load_kernel(request, evidence)
         _write_json(evidence_path, evidence)
         if fault == "abort":
             os.abort()
@@ -554,23 +543,10 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(10**6)
         cases_path = Path(request["cases"])
         index = json.loads(cases_path.read_text(encoding="utf-8"))
-        observer: Observer
-        try:
-            observer = SplitObserver(module) if dispatch == SPLIT else SingleObserver(module)
-        except AttributeError as err:
-            evidence["declared_path_missing"] = True
-            raise KernelChildError(f"the kernel module has no {dispatch} path ({err})") from None
-        records = []
-        for case in index["cases"]:
-            logits_bytes, p_bytes = read_case(cases_path.parent, case)
-            out_bytes, record = run_case(
-                torch, module, observer, backend, int(request["num_sm"]), case,
-                logits_bytes, p_bytes, int(request["repeats"]),
-            )
-            (out_dir / record["output"]).write_bytes(out_bytes)
-            records.append(record)
-        evidence["cases"] = records
-        failed = [r["id"] for r in records if r["status"] != "ok"]
+        observer = make_observer(module, dispatch, evidence)
+        evidence["cases"] = run_cases(torch, module, observer, request, index,
+                                      cases_path.parent, out_dir)
+        failed = [r["id"] for r in evidence["cases"] if r["status"] != "ok"]
         evidence["status"] = "ok" if not failed else "failed"
         _write_json(evidence_path, evidence)
         if failed:
@@ -582,6 +558,85 @@ def main(argv: list[str] | None = None) -> int:
         _write_json(evidence_path, evidence)
         print(f"kernel child: {err.detail}", file=sys.stderr)
         return EXIT_CASE_FAILED
+
+
+def started_evidence(request: dict[str, Any], fault: str | None) -> dict[str, Any]:
+    """The evidence a child writes before it imports anything: what it was asked to do."""
+    backend = request["backend"]
+    return {
+        "schema": EVIDENCE_SCHEMA,
+        "status": "started",
+        "side": request["side"],
+        "backend": backend,
+        "interpreter": backend == "interpreter",
+        "env": {k: os.environ.get(k) for k in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")},
+        "test_fault": fault,
+        "python": platform.python_version(),
+    }
+
+
+def check_host(backend: str) -> None:
+    """The host's byte order and the environment the runner set for ``backend``."""
+    if sys.byteorder != "little":
+        raise KernelChildError("the captured bytes are little-endian; this host is not")
+    if backend == "interpreter" and (os.environ.get("TRITON_INTERPRET") != "1"
+                                     or os.environ.get("CUDA_VISIBLE_DEVICES") != ""):
+        raise KernelChildError(
+            "interpreter backend needs TRITON_INTERPRET=1 and CUDA_VISIBLE_DEVICES="
+        )
+    if backend == "cuda" and os.environ.get("TRITON_INTERPRET"):
+        raise KernelChildError("cuda backend must not run with TRITON_INTERPRET set")
+
+
+def load_kernel(request: dict[str, Any], evidence: dict[str, Any]) -> tuple[Any, Any, str]:
+    """Import the pinned kernel module, then torch and triton; record in ``evidence`` what
+    was imported, from where, and on which device. Returns torch, the module, the path."""
+    backend = request["backend"]
+    tree = Path(request["tree"]).resolve()
+    module, info = import_kernel(tree, request["side"]["kernel_path"],
+                                 request["placeholders"])
+    import numpy  # noqa: F401  (output bytes)
+    import torch
+    import triton
+
+    if backend == "cuda" and not torch.cuda.is_available():
+        raise KernelChildError("cuda backend: torch sees no CUDA device")
+    dispatch = str(request.get("dispatch", "split"))
+    if dispatch not in DISPATCH_PATHS:
+        raise KernelChildError(f"unknown dispatch path {dispatch!r}")
+    evidence["dispatch"] = dispatch
+    if dispatch == "single" and backend == "interpreter":
+        evidence["platform"] = cpu_platform_for_interpreter()
+    evidence.update(info)
+    evidence.update(torch=torch.__version__, triton=triton.__version__,
+                    device=_device_info(torch, backend),
+                    num_sm_requested=request["num_sm"] if backend == "interpreter" else None)
+    return torch, module, dispatch
+
+
+def make_observer(module: Any, dispatch: str, evidence: dict[str, Any]) -> Observer:
+    """The observer of the declared path; a module without that path is recorded as such."""
+    try:
+        return SplitObserver(module) if dispatch == "split" else SingleObserver(module)
+    except AttributeError as err:
+        evidence["declared_path_missing"] = True
+        raise KernelChildError(f"the kernel module has no {dispatch} path ({err})") from None
+
+
+def run_cases(torch: Any, module: Any, observer: Observer, request: dict[str, Any],
+              index: dict[str, Any], base: Path, out_dir: Path) -> list[dict[str, Any]]:
+    """Every case of the index (inputs under ``base``), in order: its output file
+    written, its record returned."""
+    records = []
+    for case in index["cases"]:
+        logits_bytes, p_bytes = read_case(base, case)
+        out_bytes, record = run_case(
+            torch, module, observer, request["backend"], int(request["num_sm"]), case,
+            logits_bytes, p_bytes, int(request["repeats"]),
+        )
+        (out_dir / record["output"]).write_bytes(out_bytes)
+        records.append(record)
+    return records
 
 
 if __name__ == "__main__":

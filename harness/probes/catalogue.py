@@ -1,4 +1,4 @@
-"""The seed's breakage probes, run for real against the real code; each must FAIL CLOSED.
+"""The probe catalogue: the seed's breakage probes, each a function of the run's context.
 
 A probe breaks one thing on purpose (a tampered bundle, a bad input, a limit exceeded, a
 drifted source) and drives the real module that must refuse it: the oracle, the judge and
@@ -7,9 +7,9 @@ offline verifier. It declares in advance the error code (or gate stop reason) th
 must carry; it passes only when exactly that code is observed. Anything else (no error, a
 different code, an unexpected exception) is a failed probe.
 
-Bundles are tiny, written in a temporary directory by the real writer, signed with a
-throwaway Ed25519 key that is never stored. Captured inputs are drawn from
-``random.Random`` (no torch): the verifier never regenerates inputs from seeds.
+Bundles are tiny (:mod:`harness.probes.fixture`), written in the run's temporary
+directory by the real writer, signed with a throwaway Ed25519 key that is never stored, and
+tampered with by the mutators of :mod:`harness.probes.tamper`.
 
 Groups (the seed's "Breakage probes"): ``unreadable`` state, ``boundary`` input,
 ``bounds``, ``drift``.
@@ -18,47 +18,21 @@ Groups (the seed's "Breakage probes"): ``unreadable`` state, ``boundary`` input,
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 import shutil
 import struct
-import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .core.errors import HarnessError
-from .core.f32 import encode, runtime_p, to_float32
+from ..capture.bundle_writer import BundleContent
+from ..core.errors import HarnessError
+from ..core.f32 import encode, runtime_p, to_float32
+from . import tamper
+from .fixture import content, manifest_bytes
+from .probe import Probe, ProbeContext, ProbeSkipped, SignedBundle, WrongReason
 
 NEG = -math.inf
 FLOAT32_MAX = struct.unpack("<f", struct.pack("<I", 0x7F7FFFFF))[0]
-
-
-class ProbeSkipped(Exception):  # noqa: N818 - a control-flow signal, not an error
-    """The probe cannot run here; the message says what it needs."""
-
-
-@dataclass(frozen=True)
-class Probe:
-    name: str
-    group: str
-    expected: str  # the error code or gate stop reason that refusal must carry
-    what: str  # one line: what is broken
-    run: Callable[[Path], str]  # returns the observed code; errors are caught by run_probe
-
-
-@dataclass(frozen=True)
-class Outcome:
-    probe: Probe
-    observed: str
-    status: str  # "ok", "FAILED" or "skipped"
-    detail: str = ""
-
-    @property
-    def failed_closed(self) -> bool:
-        return self.status == "ok"
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -66,7 +40,7 @@ class Outcome:
 
 def _stops(results: list[dict[str, Any]]) -> str:
     """The observed code of a judged set: its verdict's stop reasons, or ``accepted``."""
-    from .core.gate import verdict
+    from ..core.gate import verdict
 
     v = verdict(results)
     return ",".join(v["reasons"]) if v["verdict"] == "STOP" else "accepted"
@@ -88,7 +62,7 @@ def _masked(row: list[float], kept: set[int]) -> list[float]:
 def _judge_one(row: list[float], p32: float, stock: list[float] | bytes | str,
                patched: list[float] | bytes | str, *, kind: str = "ordinary",
                forced_id: int | None = None, logits: bytes | None = None) -> str:
-    from .core.judge import CaseBytes, RowSpec, judge_cases
+    from ..core.judge import CaseBytes, RowSpec, judge_cases
 
     def side(value: list[float] | bytes | str) -> bytes | str:
         return encode(value) if isinstance(value, list) else value
@@ -100,7 +74,7 @@ def _judge_one(row: list[float], p32: float, stock: list[float] | bytes | str,
 
 
 def _oracle_kept(row: list[float], p32: float) -> list[int]:
-    from .core.oracle import Certified, reference
+    from ..core.oracle import Certified, reference
 
     outcome = reference(row, p32)
     if not isinstance(outcome, Certified):
@@ -114,7 +88,7 @@ def _oracle_kept(row: list[float], p32: float) -> list[int]:
 def probe_manifest(*, vocab: int = 48, max_vocab: int = 4096, batch: int = 3,
                    max_bundle_bytes: int = 4_000_000) -> dict[str, Any]:
     """A small manifest (pins from the package) for probe bundles and limit checks."""
-    from .capture.sources import load_pins
+    from ..capture.sources import load_pins
 
     pins = load_pins()
     sides = {name: {"version": s.version, "wheel": s.wheel, "wheel_sha256": s.wheel_sha256,
@@ -137,95 +111,21 @@ def probe_manifest(*, vocab: int = 48, max_vocab: int = 4096, batch: int = 3,
     }
 
 
-def _manifest_bytes(manifest: dict[str, Any]) -> bytes:
-    return (json.dumps(manifest, indent=2) + "\n").encode()
-
-
 def _recorded_sources() -> dict[str, dict[str, Any]]:
     """``hashes.sources`` exactly as ``harness.capture.run`` records it: each side's pins as the
     sources module describes them (tree digest included)."""
-    from .capture.sources import load_pins
+    from ..capture.sources import load_pins
 
     return {name: side.describe()
             for name, side in load_pins().sides.items()}
 
 
-def bundle_content(manifest: dict[str, Any] | None = None) -> Any:
-    """A complete BundleContent: patched keeps the oracle set; stock masks forced rows."""
-    from .core.bundle import BundleContent
-    from .core.cases_index import render_cases_index
-    from .core.gate import verdict
-    from .core.judge import CaseBytes, RowSpec, judge_cases
-    from .core.manifest import expected_layout, parse_manifest
-
-    manifest = manifest or probe_manifest()
-    raw = _manifest_bytes(manifest)
-    layout = expected_layout(parse_manifest(raw, source="probe manifest"))
-    rnd = _rng(20251129)
-    inputs: dict[str, bytes] = {}
-    outputs: dict[str, dict[str, bytes | str]] = {"stock": {}, "patched": {}}
-    judged = []
-    for case in layout:
-        rows, ps, stock, patched = [], [], [], []
-        background = _row(rnd, case.vocab)
-        for spec in case.rows:
-            if spec.judge == "forced":
-                row = list(background)
-                assert spec.forced_id is not None
-                row[spec.forced_id] = to_float32(1e30)
-                p32 = runtime_p("0.9")
-            else:
-                row, p32 = _row(rnd, case.vocab), to_float32(rnd.uniform(0.1, 0.95))
-            kept = set(_oracle_kept(row, p32))
-            rows += row
-            ps.append(p32)
-            patched += _masked(row, kept)
-            stock += [NEG] * len(row) if spec.judge == "forced" else _masked(row, kept)
-        inputs[case.logits_path], inputs[case.p_path] = encode(rows), encode(ps)
-        outputs["stock"][case.id], outputs["patched"][case.id] = encode(stock), encode(patched)
-        judged.append(CaseBytes(case.id, case.vocab,
-                                [RowSpec(r.judge, r.forced_id, r.label) for r in case.rows],
-                                encode(rows), encode(ps), encode(stock), encode(patched), True))
-    results = judge_cases(judged)
-    from .core.digest import sha256_hex as sha256
-
-    evidence = {side: (json.dumps({"probe": True, "side": side, "backend": "interpreter",
-                                   "interpreter": True,
-                                   "cases": [{"id": c.id, "split": {"proven": True},
-                                              "logits_sha256": sha256(inputs[c.logits_path]),
-                                              "p_sha256": sha256(inputs[c.p_path]),
-                                              "output_sha256": sha256(outputs[side][c.id])}
-                                             for c in layout]}, indent=2)
-                       + "\n").encode() for side in ("stock", "patched")}
-    return BundleContent(
-        manifest=raw, cases=render_cases_index(layout), case_ids=[c.id for c in layout],
-        inputs=inputs, outputs=outputs, evidence=evidence,
-        split_path={c.id: True for c in layout}, rows=results, run_stops=[],
-        verdict=verdict(results), sources=_recorded_sources(),
-        patch_sha256=manifest["sources"]["patch_sha256"], environment={"probe": True},
-        limits=dict(manifest["limits"]))
+PROBE_SEED = 20251129
 
 
-@dataclass
-class _Fixture:
-    good: Path
-    key: Any  # Ed25519PrivateKey (throwaway, never stored)
-
-    def stored(self, name: str) -> str:
-        """The stored file the signed receipt names for artifact ``name`` (its codec suffix
-        is the writer's choice: never guessed here)."""
-        from .core.verify import open_bundle
-
-        return open_bundle(self.good, self.key.public_key()).stored_path(name)
-
-
-class WrongReason(Exception):  # noqa: N818 - a probe outcome, not an error
-    """The declared code was observed, but the refusal names something other than the
-    defect the probe made: the probe did not prove what it claims."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
+def bundle_content(manifest: dict[str, Any] | None = None) -> BundleContent:
+    """A complete BundleContent of the probe manifest (the shared synthetic builder)."""
+    return content(manifest or probe_manifest(), seed=PROBE_SEED, sources=_recorded_sources())
 
 
 def _refusal(err: HarnessError, because: str | tuple[str, ...]) -> str:
@@ -237,84 +137,51 @@ def _refusal(err: HarnessError, because: str | tuple[str, ...]) -> str:
     return err.code
 
 
-def _verify_copy(fx: _Fixture, work: Path, name: str, mutate: Callable[[Path], None],
+def _verify_copy(ctx: ProbeContext, name: str, mutate: tamper.Mutation,
                  because: str | tuple[str, ...]) -> str:
     """Copy the good bundle, apply one defect, run the real verifier; return its code.
 
     ``because`` is text the refusal must name (the tampered file or field), so a probe
     cannot pass on an unrelated failure that happens to carry the same code."""
-    from .core.verify import verify_bundle
+    from ..core.verify import verify_bundle
 
-    copy = work / name
-    shutil.copytree(fx.good, copy)
+    good = good_bundle(ctx)
+    copy = ctx.work / name
+    shutil.copytree(good.path, copy)
     mutate(copy)
     try:
-        verify_bundle(copy, fx.key.public_key(), workers=1)
+        verify_bundle(copy, good.key.public_key(), workers=1)
     except HarnessError as err:
         return _refusal(err, because)
     return "accepted"
 
 
-def _edit_json(rel: str, change: Callable[[Any], None]) -> Callable[[Path], None]:
-    def run(root: Path) -> None:
-        value = json.loads((root / rel).read_bytes())
-        change(value)
-        (root / rel).write_bytes((json.dumps(value, indent=2) + "\n").encode())
-    return run
-
-
-def _flip(rel: str) -> Callable[[Path], None]:
-    def run(root: Path) -> None:
-        data = bytearray((root / rel).read_bytes())
-        data[len(data) // 2] ^= 0x01
-        (root / rel).write_bytes(bytes(data))
-    return run
-
-
-def _resign(change: Callable[[dict[str, Any]], None], key: Any) -> Callable[[Path], None]:
-    """Change the signed statement and sign it again with the same key (an insider edit)."""
-    from .core import dsse, receipt
-
-    def run(root: Path) -> None:
-        statement = json.loads((root / "receipt.json").read_bytes())
-        change(statement)
-        payload = receipt.canonical(statement)
-        (root / "receipt.json").write_bytes(payload)
-        (root / "receipt.dsse.json").write_bytes(dsse.envelope_bytes(dsse.sign(payload, key)))
-    return run
-
-
 # --- probes: unreadable state --------------------------------------------------------------------
 
-_work_fixture: dict[Path, _Fixture] = {}
-_sources_dir: dict[Path, Path | None] = {}  # exported trees per probe run (--sources)
-
-
-def _fx(work: Path) -> _Fixture:
-    """The good bundle, written once per work directory; it must verify before any probe
+def good_bundle(ctx: ProbeContext) -> SignedBundle:
+    """The good bundle of this run, written on first use; it must verify before any probe
     tampers with a copy of it (else every verifier probe would prove nothing)."""
-    fx = _work_fixture.get(work)
-    if fx is None:
+    if ctx.good is None:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-        from .core.bundle import write_bundle
-        from .core.verify import verify_bundle
+        from ..capture.bundle_writer import write_bundle
+        from ..core.verify import verify_bundle
 
         key = Ed25519PrivateKey.generate()
         try:
-            write_bundle(work / "good", bundle_content(), key)
-            verify_bundle(work / "good", key.public_key(), workers=1)
+            write_bundle(ctx.work / "good", bundle_content(), key)
+            verify_bundle(ctx.work / "good", key.public_key(), workers=1)
         except HarnessError as err:
             raise AssertionError(f"precondition: the untampered probe bundle does not "
                                  f"write and verify: {err}") from err
-        fx = _work_fixture[work] = _Fixture(work / "good", key)
-    return fx
+        ctx.good = SignedBundle(ctx.work / "good", key)
+    return ctx.good
 
 
 # artifacts by their receipt names (raw paths); the stored files are looked up in the receipt
-_STOCK_OUT = "outputs/stock/forced-v32.out.f32"
-_PATCHED_OUT = "outputs/patched/forced-v32.out.f32"
-_LOGITS = "inputs/ordinary-s1-b3.logits.f32"
+STOCK_OUT = "outputs/stock/forced-v32.out.f32"
+PATCHED_OUT = "outputs/patched/forced-v32.out.f32"
+LOGITS = "inputs/ordinary-s1-b3.logits.f32"
 
 
 def _ordinary_fixture() -> tuple[list[float], float, list[float]]:
@@ -323,50 +190,44 @@ def _ordinary_fixture() -> tuple[list[float], float, list[float]]:
     return row, p32, _masked(row, set(_oracle_kept(row, p32)))
 
 
-def _p_missing_stock(work: Path) -> str:
-    fx = _fx(work)
-    stored = fx.stored(_STOCK_OUT)
-    return _verify_copy(fx, work, "missing-stock", lambda root: (root / stored).unlink(),
-                        because=stored)
+def _p_missing_stock(ctx: ProbeContext) -> str:
+    stored = good_bundle(ctx).stored(STOCK_OUT)
+    return _verify_copy(ctx, "missing-stock", tamper.delete(stored), because=stored)
 
 
-def _p_unparsable_patched(work: Path) -> str:
+def _p_unparsable_patched(ctx: ProbeContext) -> str:
     row, p32, good = _ordinary_fixture()
     return _judge_one(row, p32, good, encode(good)[:-3])  # not whole float32 values
 
 
-def _p_missing_output_status(work: Path) -> str:
+def _p_missing_output_status(ctx: ProbeContext) -> str:
     row, p32, good = _ordinary_fixture()
     return _judge_one(row, p32, "unreadable_output", good)
 
 
-def _p_unparsable_bundle_output(work: Path) -> str:
-    fx = _fx(work)
-    stored = fx.stored(_PATCHED_OUT)
-    return _verify_copy(fx, work, "garbled-patched", _flip(stored),
+def _p_unparsable_bundle_output(ctx: ProbeContext) -> str:
+    stored = good_bundle(ctx).stored(PATCHED_OUT)
+    return _verify_copy(ctx, "garbled-patched", tamper.flip(stored),
                         because=f"sha256 of stored {stored}")
 
 
-def _p_mismatched_input_hash(work: Path) -> str:
-    fx = _fx(work)
-    stored = fx.stored(_LOGITS)
-    return _verify_copy(fx, work, "changed-input", _flip(stored),
+def _p_mismatched_input_hash(ctx: ProbeContext) -> str:
+    stored = good_bundle(ctx).stored(LOGITS)
+    return _verify_copy(ctx, "changed-input", tamper.flip(stored),
                         because=f"sha256 of stored {stored}")
 
 
-def _p_child_read_other_bytes(work: Path) -> str:
+def _p_child_read_other_bytes(ctx: ProbeContext) -> str:
     row, p32, good = _ordinary_fixture()
     return _judge_one(row, p32, good, "input_mismatch")
 
 
-def _p_absent_logits_bundle(work: Path) -> str:
-    fx = _fx(work)
-    stored = fx.stored(_LOGITS)
-    return _verify_copy(fx, work, "no-logits", lambda root: (root / stored).unlink(),
-                        because=stored)
+def _p_absent_logits_bundle(ctx: ProbeContext) -> str:
+    stored = good_bundle(ctx).stored(LOGITS)
+    return _verify_copy(ctx, "no-logits", tamper.delete(stored), because=stored)
 
 
-def _p_absent_logits_judge(work: Path) -> str:
+def _p_absent_logits_judge(ctx: ProbeContext) -> str:
     row, p32, good = _ordinary_fixture()
     try:
         return _judge_one(row, p32, good, good, logits=b"")
@@ -377,7 +238,7 @@ def _p_absent_logits_judge(work: Path) -> str:
 # --- probes: boundary input ----------------------------------------------------------------------
 
 
-def _p_exact_ties(work: Path) -> str:
+def _p_exact_ties(ctx: ProbeContext) -> str:
     """Ties canonicalize by id: keeping a later tied id before an earlier one stops."""
     row = [to_float32(-20.0)] * 64
     for i in (3, 9, 20, 41):
@@ -390,10 +251,10 @@ def _p_exact_ties(work: Path) -> str:
     return _judge_one(row, p32, _masked(row, {3, 9, 20}), wrong)
 
 
-def _p_adjacent_logits(work: Path) -> str:
+def _p_adjacent_logits(ctx: ProbeContext) -> str:
     """Adjacent float32 logits stay distinct: the oracle keeps only the higher of two
     neighbours; a side keeping the lower one instead is refused."""
-    from .core.oracle import canonical_order
+    from ..core.oracle import canonical_order
 
     row = _row(_rng(11), 64)
     hi = to_float32(5.0)
@@ -408,7 +269,7 @@ def _p_adjacent_logits(work: Path) -> str:
     return _judge_one(row, p32, _masked(row, {50, 10, third}), _masked(row, {10}))
 
 
-def _p_huge_logits(work: Path) -> str:
+def _p_huge_logits(ctx: ProbeContext) -> str:
     """1e30 and FLT_MAX are finite: the oracle certifies one token; masking it all stops."""
     rnd = _rng(12)
     row = _row(rnd, 64)
@@ -420,7 +281,7 @@ def _p_huge_logits(work: Path) -> str:
     return _judge_one(row, p32, _masked(row, {6}), [NEG] * 64)
 
 
-def _p_float32_p(work: Path) -> str:
+def _p_float32_p(ctx: ProbeContext) -> str:
     """p is judged only after float32 conversion: an output right for the decimal p but
     not for float32(p) is the worse one. 4096 equal logits: decimal 0.6999512 needs 2868 tokens,
     float32(0.6999512) is exactly 2867/4096 and needs 2867."""
@@ -437,7 +298,7 @@ def _p_float32_p(work: Path) -> str:
     return _judge_one(row, p32, float32_kept, decimal_kept)
 
 
-def _p_p_rounds_to_one(work: Path) -> str:
+def _p_p_rounds_to_one(ctx: ProbeContext) -> str:
     try:
         runtime_p("0.99999999")  # below 1 in decimal, exactly 1.0 in float32
     except HarnessError as err:
@@ -445,7 +306,7 @@ def _p_p_rounds_to_one(work: Path) -> str:
     return "accepted"
 
 
-def _p_nonfinite_logits(work: Path) -> str:
+def _p_nonfinite_logits(ctx: ProbeContext) -> str:
     rnd = _rng(13)
     row = _row(rnd, 64)
     row[30] = math.inf
@@ -455,8 +316,8 @@ def _p_nonfinite_logits(work: Path) -> str:
         return err.code
 
 
-def _p_nan_logits(work: Path) -> str:
-    from .core.oracle import reference
+def _p_nan_logits(ctx: ProbeContext) -> str:
+    from ..core.oracle import reference
 
     row = _row(_rng(14), 64)
     row[2] = math.nan
@@ -470,73 +331,73 @@ def _p_nan_logits(work: Path) -> str:
 # --- probes: bounds ------------------------------------------------------------------------------
 
 
-def _p_matrix_over_vocab(work: Path) -> str:
-    from .core.manifest import parse_manifest
+def _p_matrix_over_vocab(ctx: ProbeContext) -> str:
+    from ..core.manifest import parse_manifest
 
     try:
-        parse_manifest(_manifest_bytes(probe_manifest(vocab=4097)), source="probe")
+        parse_manifest(manifest_bytes(probe_manifest(vocab=4097)), source="probe")
     except HarnessError as err:
         return err.code
     return "accepted"
 
 
-def _p_matrix_over_batch(work: Path) -> str:
-    from .core.manifest import parse_manifest
+def _p_matrix_over_batch(ctx: ProbeContext) -> str:
+    from ..core.manifest import parse_manifest
 
     try:
-        parse_manifest(_manifest_bytes(probe_manifest(batch=65)), source="probe")
+        parse_manifest(manifest_bytes(probe_manifest(batch=65)), source="probe")
     except HarnessError as err:
         return err.code
     return "accepted"
 
 
-def _p_child_timeout(work: Path) -> str:
+def _p_child_timeout(ctx: ProbeContext) -> str:
     """The real runner with a 0 s limit: any child is past it, so it must be killed and
     recorded as ``timeout``; the gate then stops on every row of that side."""
     try:
-        from .capture.kernels.runner import run_side
-        from .capture.sources import load_pins
+        from ..capture.kernels.runner import run_side
+        from ..capture.sources import load_pins
     except ImportError as err:  # pragma: no cover - the runner ships with the package
         raise ProbeSkipped(f"needs harness.capture.kernels.runner ({err})") from err
-    cases = work / "timeout-cases.json"
+    cases = ctx.work / "timeout-cases.json"
     cases.write_text('{"schema": "topp-gate/cases/v1", "cases": []}\n', encoding="utf-8")
-    tree = work / "timeout-tree"
+    tree = ctx.work / "timeout-tree"
     tree.mkdir()
     result = run_side(load_pins().side("stock"), tree, "interpreter", 132, cases,
-                      work / "timeout-out", 0.0)
+                      ctx.work / "timeout-out", 0.0)
     if result.status != "timeout":
         return result.status
     row, p32, good = _ordinary_fixture()
     return _judge_one(row, p32, result.status, good)
 
 
-def _p_bundle_over_cap(work: Path) -> str:
+def _p_bundle_over_cap(ctx: ProbeContext) -> str:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .core.bundle import write_bundle
+    from ..capture.bundle_writer import write_bundle
 
-    dest = work / "over-cap"
+    dest = ctx.work / "over-cap"
     try:
         write_bundle(dest, bundle_content(), Ed25519PrivateKey.generate(), max_bytes=1024)
     except HarnessError as err:
-        leftovers = [p.name for p in work.iterdir() if p.name.startswith(".over-cap")]
+        leftovers = [p.name for p in ctx.work.iterdir() if p.name.startswith(".over-cap")]
         if dest.exists() or leftovers:
             return f"{err.code} but left {dest.name if dest.exists() else leftovers[0]}"
         return _refusal(err, "over its cap of 1024")
     return "accepted"
 
 
-def _p_bundle_cap_verifier(work: Path) -> str:
+def _p_bundle_cap_verifier(ctx: ProbeContext) -> str:
     """A bundle whose artifacts exceed its manifest's cap is refused by the verifier too
     (the bundle is signed by an honest-looking key; the cap comes from its own manifest)."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from .core.bundle import write_bundle
-    from .core.verify import verify_bundle
+    from ..capture.bundle_writer import write_bundle
+    from ..core.verify import verify_bundle
 
     manifest = probe_manifest(max_bundle_bytes=1024)
     key = Ed25519PrivateKey.generate()
-    dest = work / "cap-in-manifest"
+    dest = ctx.work / "cap-in-manifest"
     write_bundle(dest, bundle_content(manifest), key, max_bytes=None)
     try:
         verify_bundle(dest, key.public_key(), workers=1)
@@ -548,18 +409,17 @@ def _p_bundle_cap_verifier(work: Path) -> str:
 # --- probes: drift -------------------------------------------------------------------------------
 
 
-def _p_source_file_changed(work: Path) -> str:
+def _p_source_file_changed(ctx: ProbeContext) -> str:
     """A pinned source file whose bytes changed: the real tree check refuses it. Uses the
     stock tree from ``--sources`` or the cache when present, else a one-file tree pinned
     the same way."""
-    from .capture.sources import cache_root, load_pins, verify_tree
-    from .core.digest import sha256_hex as sha256_bytes
+    from ..capture.sources import cache_root, load_pins, verify_tree
+    from ..core.digest import sha256_hex as sha256_bytes
 
     stock = load_pins().side("stock")
-    exported = _sources_dir.get(work)
-    cached = (exported / stock.digest if exported is not None
+    cached = (ctx.sources / stock.digest if ctx.sources is not None
               else cache_root() / "trees" / stock.digest)
-    tree = work / "drift-tree"
+    tree = ctx.work / "drift-tree"
     if cached.is_dir():
         shutil.copytree(cached, tree)
         side = stock
@@ -579,89 +439,75 @@ def _p_source_file_changed(work: Path) -> str:
     return "accepted"
 
 
-def _p_patch_changed(work: Path) -> str:
+def _p_patch_changed(ctx: ProbeContext) -> str:
     def change(m: Any) -> None:
         m["sources"]["patch_sha256"] = "0" * 64
-    fx = _fx(work)
-    stored = fx.stored("manifest.json")
-    return _verify_copy(fx, work, "patch-changed", _edit_json(stored, change),
+    stored = good_bundle(ctx).stored("manifest.json")
+    return _verify_copy(ctx, "patch-changed", tamper.edit_json(stored, change),
                         because=f"stored {stored}")
 
 
-def _p_patch_hash_resigned(work: Path) -> str:
+def _p_patch_hash_resigned(ctx: ProbeContext) -> str:
     """The receipt's patch hash no longer matches the manifest's pinned patch, and the
     statement is signed again by the same key: the verifier must still see the mismatch."""
-    fx = _fx(work)
-
     def change(statement: dict[str, Any]) -> None:
         statement["predicate"]["hashes"]["patch"] = "0" * 64
-    return _verify_copy(fx, work, "patch-resigned", _resign(change, fx.key),
+    return _verify_copy(ctx, "patch-resigned", tamper.resign(change, good_bundle(ctx).key),
                         because="patch hash vs the manifest's pin")
 
 
-def _p_manifest_changed(work: Path) -> str:
+def _p_manifest_changed(ctx: ProbeContext) -> str:
     def change(m: Any) -> None:
         m["cases"][1]["seed"] = 2
-    fx = _fx(work)
-    stored = fx.stored("manifest.json")
-    return _verify_copy(fx, work, "manifest-changed", _edit_json(stored, change),
+    stored = good_bundle(ctx).stored("manifest.json")
+    return _verify_copy(ctx, "manifest-changed", tamper.edit_json(stored, change),
                         because=f"stored {stored}")
 
 
-def _p_frozen_manifest(work: Path) -> str:
-    from .core.verify import verify_bundle
+def _p_frozen_manifest(ctx: ProbeContext) -> str:
+    from ..core.verify import verify_bundle
 
-    fx = _fx(work)
-    frozen = work / "other.json.sha256"
+    good = good_bundle(ctx)
+    frozen = ctx.work / "other.json.sha256"
     frozen.write_text("1" * 64 + "  other.json\n", encoding="utf-8")
     try:
-        verify_bundle(fx.good, fx.key.public_key(), frozen_manifest=frozen, workers=1)
+        verify_bundle(good.path, good.key.public_key(), frozen_manifest=frozen, workers=1)
     except HarnessError as err:
         return _refusal(err, "vs --frozen-manifest")
     return "accepted"
 
 
-def _p_configuration_changed(work: Path) -> str:
+def _p_configuration_changed(ctx: ProbeContext) -> str:
     def change(m: Any) -> None:
         m["backend"]["required"] = "cuda"
-    fx = _fx(work)
-    stored = fx.stored("manifest.json")
-    return _verify_copy(fx, work, "backend-changed", _edit_json(stored, change),
+    stored = good_bundle(ctx).stored("manifest.json")
+    return _verify_copy(ctx, "backend-changed", tamper.edit_json(stored, change),
                         because=f"stored {stored}")
 
 
-def _p_dispatch_changed(work: Path) -> str:
+def _p_dispatch_changed(ctx: ProbeContext) -> str:
     def change(ev: Any) -> None:
         ev["cases"][0]["split"]["proven"] = False
-    fx = _fx(work)
-    stored = fx.stored("outputs/patched/evidence.json")
-    return _verify_copy(fx, work, "dispatch-changed", _edit_json(stored, change),
+    stored = good_bundle(ctx).stored("outputs/patched/evidence.json")
+    return _verify_copy(ctx, "dispatch-changed", tamper.edit_json(stored, change),
                         because=f"stored {stored}")
 
 
-def _p_split_flag_resigned(work: Path) -> str:
+def _p_split_flag_resigned(ctx: ProbeContext) -> str:
     """The receipt says the split path was not taken, re-signed by the same key: the
     signed kernel evidence proves the split path for every case, so the flag no longer
     matches what it must be derived from."""
-    fx = _fx(work)
-
     def change(statement: dict[str, Any]) -> None:
         for case in statement["predicate"]["cases"]:
             case["split_path"] = False
-    return _verify_copy(fx, work, "split-flag-resigned", _resign(change, fx.key),
+    return _verify_copy(ctx, "split-flag-resigned", tamper.resign(change, good_bundle(ctx).key),
                         because="split-path flag vs the kernel evidence")
 
 
-def _p_swapped_sides(work: Path) -> str:
-    fx = _fx(work)
-    stock, patched = fx.stored(_STOCK_OUT), fx.stored(_PATCHED_OUT)
-
-    def swap(root: Path) -> None:
-        a, b = root / stock, root / patched
-        da, db = a.read_bytes(), b.read_bytes()
-        a.write_bytes(db)
-        b.write_bytes(da)
-    return _verify_copy(fx, work, "swapped-sides", swap,
+def _p_swapped_sides(ctx: ProbeContext) -> str:
+    good = good_bundle(ctx)
+    stock, patched = good.stored(STOCK_OUT), good.stored(PATCHED_OUT)
+    return _verify_copy(ctx, "swapped-sides", tamper.swap(stock, patched),
                         because=(f"stored {stock}", f"stored {patched}"))
 
 
@@ -734,44 +580,3 @@ PROBES: tuple[Probe, ...] = (
     Probe("swapped-sides", "drift", "binding_mismatch",
           "stock and patched outputs swapped (verifier)", _p_swapped_sides),
 )
-
-
-def run_probe(probe: Probe, work: Path) -> Outcome:
-    """Run one probe; any exception other than the declared refusal is a failed probe."""
-    try:
-        observed = probe.run(work)
-    except ProbeSkipped as err:
-        return Outcome(probe, "-", "skipped", f"skipped: {err}")
-    except WrongReason as err:  # right code, other cause: proves nothing about this defect
-        return Outcome(probe, err.code, "FAILED",
-                       " ".join(f"refused for another reason: {err}".split())[:200])
-    except HarnessError as err:
-        observed = err.code
-    except Exception as err:  # the probe itself broke: never counted as failing closed
-        return Outcome(probe, f"unexpected {type(err).__name__}", "FAILED",
-                       " ".join(str(err).split())[:200])
-    return Outcome(probe, observed, "ok" if observed == probe.expected else "FAILED")
-
-
-def run_all(names: list[str] | None = None,
-            progress: Callable[[Outcome], None] | None = None,
-            sources: Path | None = None) -> list[Outcome]:
-    """Run the probes (all, or those named) in a fresh temporary directory.
-
-    ``sources``: exported source trees (``topp-gate sources export``) for the source-drift
-    probe, instead of the cache."""
-    chosen = [p for p in PROBES if names is None or p.name in names]
-    outcomes = []
-    with tempfile.TemporaryDirectory(prefix="topp-gate-probe-") as tmp:
-        work = Path(tmp)
-        _sources_dir[work] = sources
-        try:
-            for probe in chosen:
-                outcome = run_probe(probe, work)
-                outcomes.append(outcome)
-                if progress:
-                    progress(outcome)
-        finally:
-            _work_fixture.pop(work, None)
-            _sources_dir.pop(work, None)
-    return outcomes

@@ -1,0 +1,108 @@
+"""The signing side: Ed25519 key pairs (generate, write, load) and DSSE signatures.
+
+Files are PEM: the private key as unencrypted PKCS#8 (mode 0600, never overwritten), the
+public key as SubjectPublicKeyInfo. A private key is never written anywhere but the path
+the user names. The trusted core (:mod:`harness.core.keys`, :mod:`harness.core.dsse`) only
+loads public keys and verifies; no private-key type is imported there.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from ..core.dsse import IN_TOTO_PAYLOAD_TYPE, pae
+from ..core.errors import UsageError
+from ..core.keys import MAX_KEY_FILE_BYTES, keyid
+from ..core.safeio import read_regular_file
+
+PRIVATE_SUFFIX = ".key"
+PUBLIC_SUFFIX = ".pub"
+
+
+def private_pem(private_key: Ed25519PrivateKey) -> bytes:
+    return private_key.private_bytes(serialization.Encoding.PEM,
+                                     serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption())
+
+
+def public_pem(public_key: Ed25519PublicKey) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.PEM,
+                                   serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create ``path`` exclusively with ``mode``; never follow or replace an existing entry."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, mode)
+    except FileExistsError:
+        raise UsageError(f"{path} already exists; refusing to overwrite a key file") from None
+    except OSError as err:
+        raise UsageError(f"cannot create {path}: {err.strerror or err}") from None
+    try:
+        os.fchmod(fd, mode)  # the umask must not widen or narrow what we promise
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+    except OSError as err:
+        raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
+
+
+def key_paths(prefix: Path) -> tuple[Path, Path]:
+    """``PREFIX.key`` and ``PREFIX.pub``; an empty prefix or one naming a folder is refused
+    (it would write hidden files such as ``.key``)."""
+    text = str(prefix)
+    if not text or text.endswith(("/", os.sep)) or Path(text).name in ("", ".", ".."):
+        raise UsageError(f"key prefix {text!r} names no file; give a path such as "
+                         "keys/signing")
+    return Path(f"{prefix}{PRIVATE_SUFFIX}"), Path(f"{prefix}{PUBLIC_SUFFIX}")
+
+
+def write_keypair(prefix: Path) -> tuple[Path, Path, str]:
+    """Generate a key pair: ``PREFIX.key`` (0600) and ``PREFIX.pub`` (0644). Returns paths, id."""
+    private_path, public_path = key_paths(prefix)
+    for path in (private_path, public_path):
+        if os.path.lexists(path):
+            raise UsageError(f"{path} already exists; refusing to overwrite a key file")
+    private_key = Ed25519PrivateKey.generate()
+    _write_new(private_path, private_pem(private_key), 0o600)
+    _write_new(public_path, public_pem(private_key.public_key()), 0o644)
+    return private_path, public_path, keyid(private_key.public_key())
+
+
+def load_private_key(path: Path, *, owner_only: bool = False) -> Ed25519PrivateKey:
+    """The Ed25519 private key in ``path``; ``owner_only`` (``run``) refuses a key file
+    that group or others may access, as ssh does."""
+    data = read_regular_file(Path(path), "key file", MAX_KEY_FILE_BYTES, owner_only=owner_only)
+    try:
+        key = serialization.load_pem_private_key(data, password=None)
+    except UnsupportedAlgorithm as err:
+        raise UsageError(f"{path} holds a key of an unsupported algorithm; topp-gate signs "
+                         "with Ed25519") from err
+    except (ValueError, TypeError) as err:
+        raise UsageError(f"{path} is not an unencrypted PEM private key") from err
+    if not isinstance(key, Ed25519PrivateKey):
+        raise UsageError(f"{path} is not an Ed25519 private key")
+    return key
+
+
+def _b64(data: bytes) -> str:
+    """Standard, padded base64: the one spelling a bundle's envelope may use."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def sign(payload: bytes, private_key: Ed25519PrivateKey,
+         payload_type: str = IN_TOTO_PAYLOAD_TYPE) -> dict[str, Any]:
+    """A DSSE envelope holding ``payload`` and one Ed25519 signature over its PAE."""
+    signature = private_key.sign(pae(payload_type, payload))
+    return {
+        "payload": _b64(payload),
+        "payloadType": payload_type,
+        "signatures": [{"keyid": keyid(private_key.public_key()), "sig": _b64(signature)}],
+    }

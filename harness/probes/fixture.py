@@ -1,0 +1,147 @@
+"""SYNTHETIC bundle content for the probes and the tests -- never evidence.
+
+One builder, used by ``topp-gate probe`` and by ``tests/assets/synthetic.py`` (hence by
+``scripts/make_tamper_fixtures.py``): captured cases drawn from ``random.Random`` (no torch;
+the verifier never regenerates inputs from seeds) whose "kernel outputs" are the oracle's
+kept set applied to the inputs (no kernel ever ran). The stock side of forced rows is fully
+masked, as the real defect does. Every bundle made here carries ``"synthetic": true`` in its
+kernel-path evidence and environment. The caller writes it with the real writer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from ..capture.bundle_writer import BundleContent
+from ..core.cases_index import render_cases_index
+from ..core.digest import sha256_hex
+from ..core.f32 import encode, runtime_p, to_float32
+from ..core.gate import verdict
+from ..core.judge import CaseBytes, RowSpec, judge_cases
+from ..core.manifest import expected_layout, parse_manifest
+from ..core.names import SIDES
+from ..core.oracle import reference
+from ..core.report import ReportInputs, render_markdown
+
+NEG = -math.inf
+
+
+def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=2) + "\n").encode()
+
+
+def _rows_for(manifest: Mapping[str, Any], case: Any,
+              rnd: random.Random) -> tuple[list[list[float]], list[float]]:
+    spec = next(c for c in manifest["cases"] if c["id"] == case.id)
+    rows, ps = [], []
+    if spec["kind"] == "forced":
+        background = [to_float32(rnd.gauss(0, 1)) for _ in range(case.vocab)]
+        for value in spec["grid"]["value"]:
+            for p in spec["grid"]["p"]:
+                for fid in spec["grid"]["forced_id"]:
+                    row = list(background)
+                    row[fid] = to_float32(float(value))
+                    rows.append(row)
+                    ps.append(runtime_p(p))
+    else:
+        for _ in range(case.batch):
+            rows.append([to_float32(rnd.gauss(0, 1)) for _ in range(case.vocab)])
+            ps.append(to_float32(rnd.uniform(0.1, 0.95)))
+    return rows, ps
+
+
+def content(manifest: Mapping[str, Any], *, seed: int = 0,
+            sources: dict[str, Any] | None = None, damage: bool = False,
+            stock_failure: str | None = None) -> BundleContent:
+    """A complete synthetic BundleContent: patched keeps the oracle set, stock fails forced.
+
+    ``sources`` is what the receipt records as ``hashes.sources`` (default: the manifest's
+    pins); ``damage`` drops the top token of the last ordinary row on the patched side (a
+    STOP); ``stock_failure`` replaces the stock output of the ordinary case by a runner status.
+    """
+    manifest_raw = manifest_bytes(manifest)
+    layout = expected_layout(parse_manifest(manifest_raw))
+    rnd = random.Random(seed)  # noqa: S311 - reproducible fixture data, not security
+    inputs: dict[str, bytes] = {}
+    outputs: dict[str, dict[str, bytes | str]] = {"stock": {}, "patched": {}}
+    cases = []
+    for case in layout:
+        rows, ps = _rows_for(manifest, case, rnd)
+        stock: list[float] = []
+        patched: list[float] = []
+        for row, p, spec in zip(rows, ps, case.rows, strict=True):
+            kept = set(reference(row, p).kept)
+            masked = [v if i in kept else NEG for i, v in enumerate(row)]
+            patched += masked
+            stock += [NEG] * len(row) if spec.judge == "forced" else masked
+        logits = encode([v for row in rows for v in row])
+        inputs[case.logits_path] = logits
+        inputs[case.p_path] = encode(ps)
+        if damage and case.kind == "ordinary":
+            last = len(patched) - case.vocab
+            top = max(range(case.vocab), key=lambda i: rows[-1][i])
+            patched[last + top] = NEG
+        outputs["stock"][case.id] = encode(stock)
+        outputs["patched"][case.id] = encode(patched)
+        if stock_failure and case.kind == "ordinary":
+            outputs["stock"][case.id] = stock_failure
+        cases.append(CaseBytes(case.id, case.vocab,
+                               tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
+                               logits, encode(ps), outputs["stock"][case.id],
+                               outputs["patched"][case.id], split_path=True))
+    rows_result = judge_cases(cases)
+    # Shaped like a kernel child's evidence (backend, per-case split-path proof and the
+    # hashes of the bytes read and written), because the verifier binds the receipt's
+    # split-path flags and the artifacts to it; no kernel ran.
+    evidence = {side: (json.dumps({"synthetic": True, "side": side, "backend": "interpreter",
+                                   "note": "SYNTHETIC TEST FIXTURE: no kernel ran",
+                                   "cases": [_record(c, inputs, outputs[side][c.id])
+                                             for c in layout]},
+                                  indent=2) + "\n").encode() for side in SIDES}
+    verdict_result = verdict(rows_result, [])
+    if sources is None:
+        sources = {side: dict(manifest["sources"]["sides"][side])
+                   for side in SIDES}
+    return with_report(BundleContent(
+        manifest=manifest_raw,
+        cases=render_cases_index(layout),
+        case_ids=[c.id for c in layout],
+        inputs=inputs,
+        outputs=outputs,
+        evidence=evidence,
+        split_path={c.id: True for c in layout},
+        rows=rows_result,
+        run_stops=[],
+        verdict=verdict_result,
+        sources=sources,
+        patch_sha256=manifest["sources"]["patch_sha256"],
+        environment={"synthetic": True},
+        timings={"total_s": 0.0},
+        limits=dict(manifest["limits"]),
+    ), manifest)
+
+
+def with_report(bundle: BundleContent, manifest: Mapping[str, Any]) -> BundleContent:
+    """``bundle`` with ``report.md`` made by the real report generator from its own rows,
+    verdict and evidence (as ``topp-gate run`` does; the verifier regenerates it)."""
+    report = render_markdown(ReportInputs(
+        manifest_name=manifest["name"], backend=manifest["backend"]["required"],
+        rows=bundle.rows, verdict=bundle.verdict,
+        evidence={side: json.loads(data) for side, data in bundle.evidence.items()},
+        cases=json.loads(bundle.cases)))
+    return dataclasses.replace(bundle, reports={"report.md": report.encode("utf-8")})
+
+
+def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[str, Any]:
+    """One case of a synthetic kernel evidence record (what a kernel child writes)."""
+    record: dict[str, Any] = {"id": case.id, "split": {"proven": True},
+                              "logits_sha256": sha256_hex(inputs[case.logits_path]),
+                              "p_sha256": sha256_hex(inputs[case.p_path])}
+    if isinstance(output, bytes):
+        record["output_sha256"] = sha256_hex(output)
+    return record
