@@ -105,7 +105,7 @@ def test_a_bad_pull_request_reverting_the_fix_stops_on_the_forced_rows(tmp_path,
     assert _run(manifest, out, signing_key, "--patch", str(patch)) == 1
     verdict = _receipt(out)["verdict"]
     assert verdict["verdict"] == "STOP" and "forced_failure" in verdict["reasons"]
-    assert _verify(out, manifest) == 0  # verified (the verdict in it is STOP)
+    assert _verify(out, manifest) == 1  # verified, and the verdict in it is STOP
     # the patch is frozen: running without it is refused before anything runs
     assert _run(manifest, tmp_path / "b2", signing_key) == 2
     assert not (tmp_path / "b2").exists()
@@ -118,4 +118,4 @@ def test_a_side_that_takes_another_path_than_declared_stops(tmp_path, signing_ke
     predicate = _receipt(out)
     assert "split_path_not_taken" in predicate["run_stops"]
     assert all(case["paths"]["stock"] is None for case in predicate["cases"])
-    assert _verify(out, manifest) == 0
+    assert _verify(out, manifest) == 1  # verified STOP
