@@ -117,6 +117,7 @@ class Verified:
     harness_local: str
     harness_algorithm: str
     harness_source: dict[str, Any] | None  # commit and cleanliness the receipt records
+    payload_sha256: str  # of the signed statement: names every artifact's digest
     workers: int
     seconds: dict[str, float]  # wall time per phase: read_and_digest, checks, rerun
 
@@ -619,6 +620,7 @@ class UnsafeBundleView:
 
     statement: dict[str, Any]
     _artifacts: _Artifacts
+    payload_sha256: str  # of the signed statement (compare with Verified.payload_sha256)
 
     def raw(self, name: str) -> bytes:
         return self._artifacts.raw(name)
@@ -635,10 +637,10 @@ def open_bundle(path: Path, public_key: Ed25519PublicKey) -> UnsafeBundleView:
     The oracle and gate are not rerun: the view is :class:`UnsafeBundleView`."""
     with wrap_as(MalformedEvidenceError, failing_closed="opening a bundle"):
         bundle = BundleDir(Path(path))
-        statement, _payload = _statement(bundle, public_key)
+        statement, payload = _statement(bundle, public_key)
         artifacts = _Artifacts(bundle, statement["subject"])
         _check_files(bundle, artifacts)
-        return UnsafeBundleView(statement, artifacts)
+        return UnsafeBundleView(statement, artifacts, sha256_hex(payload))
 
 
 def _captured_cases(artifacts: _Artifacts, layout: list[Any],
@@ -746,7 +748,7 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
     seconds: dict[str, float] = {}
     start = clock()
     bundle = BundleDir(path)
-    statement, _payload = _statement(bundle, public_key)
+    statement, payload = _statement(bundle, public_key)
     predicate = statement["predicate"]
     artifacts = _Artifacts(bundle, statement["subject"])
     _check_files(bundle, artifacts)
@@ -775,4 +777,5 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         manifest_sha256=artifacts.digest(MANIFEST), frozen_manifest=frozen,
         harness_recorded=recorded, harness_local=local,
         harness_algorithm=predicate["harness"]["algorithm"],
-        harness_source=predicate["harness"].get("source"), workers=workers, seconds=seconds)
+        harness_source=predicate["harness"].get("source"), payload_sha256=sha256_hex(payload),
+        workers=workers, seconds=seconds)

@@ -133,3 +133,25 @@ def test_exact_needs_no_numpy_and_loads_no_torch_triton_or_vllm():
     assert "RC 0 HEAVY []" in done.stdout, done.stdout[-500:] + done.stderr
     summary = json.loads(done.stdout.splitlines()[-2])["summary"]
     assert summary["rows"] == 23 and summary["differ"] == 1
+
+
+def test_a_bundle_swapped_after_verification_is_refused(monkeypatch, capsys):
+    """exact reads the bundle a second time after verifying it; the second read must be the
+    very statement that was verified (its payload digest), or nothing is computed."""
+    import harness.core.verify as verify_module
+
+    real_open = verify_module.open_bundle
+    other = ROOT / "evidence" / "bundles" / "h200-forced-logit-gate-cuda-20261129"
+    # a valid bundle by the same key, standing in for one put in place between the reads
+    monkeypatch.setattr(verify_module, "open_bundle", lambda path, key: real_open(other, key))
+    assert main(["exact", str(SMOKE), "--pubkey", EVIDENCE_PUB, "--json"]) == 4
+    err = capsys.readouterr().err
+    assert "changed between verification and this read" in err
+
+
+def test_the_view_and_the_verified_result_name_the_same_signed_statement():
+    from harness.core.keys import load_public_key
+    from harness.core.verify import open_bundle, verify_bundle
+
+    key = load_public_key(Path(EVIDENCE_PUB))
+    assert open_bundle(SMOKE, key).payload_sha256 == verify_bundle(SMOKE, key).payload_sha256
