@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EXIT_OK, UsageError
 from ..core.names import FORCED, SIDES
+from ..core.terminal import printable
 from .row_progress import RowProgress
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def _print_text(verified: Verified, records: list[dict[str, Any]]) -> None:
     from ..core.report import exact_cell, exact_flags, exact_lines
 
     v = verified.verdict
-    print(f"verified bundle {verified.path}: verdict {v['verdict']} "
+    print(f"verified bundle {printable(verified.path)}: verdict {v['verdict']} "
           f"({v['rows_stopped']} of {v['rows']} rows stopped)")
     print()
     for line in exact_lines(records):

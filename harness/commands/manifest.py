@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..core.errors import EXIT_OK, UsageError
 from ..core.names import DISPATCH_PATHS, SIDES
+from ..core.terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -57,6 +58,6 @@ def run(args: argparse.Namespace) -> int:
                             args.patch if args.on == "patched" else None),
     }
     out = new_manifest(sides, args.matrix, args.out, cache=args.cache)
-    print(out)
-    print(out.with_name(out.name + ".sha256"))
+    print(printable(out))
+    print(printable(out.with_name(out.name + ".sha256")))
     return EXIT_OK

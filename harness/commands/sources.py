@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..core.errors import EXIT_OK, UsageError
 from ..core.names import SIDES
+from ..core.terminal import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -67,7 +68,7 @@ def run_pin(args: argparse.Namespace) -> int:
           f"{', '.join(result.placeholders) or 'none'}; tree cached at {result.tree}",
           file=sys.stderr)
     print(f"third-party packages imported: {', '.join(result.third_party)}", file=sys.stderr)
-    print(result.path)
+    print(printable(result.path))
     return EXIT_OK
 
 
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
             trees["patched"] = sources.resolve_tree(patched, cache=cache)
         written = sources.export_trees((stock, patched), trees, args.dir)
         for side, tree in zip((stock, patched), written, strict=True):
-            print(f"{side.name}: vLLM {side.version}: {len(side.files)} files verified in {tree}")
+            print(f"{side.name}: vLLM {side.version}: {len(side.files)} files verified in "
+                  f"{printable(tree)}")
         return EXIT_OK
     if args.action == "show":
         report, drift = [], None
@@ -152,5 +154,6 @@ def _export_pins(pin_paths: list[Path], cache: Path, dest: Path) -> int:
             sources.fetch_wheel(side, cache)
         tree = sources.resolve_tree(side, cache=cache)
         (written,) = sources.export_trees((side,), {side.name: tree}, dest)
-        print(f"{path}: vLLM {side.version}: {len(side.files)} files verified in {written}")
+        print(f"{printable(path)}: vLLM {side.version}: {len(side.files)} files verified in "
+              f"{printable(written)}")
     return EXIT_OK

@@ -47,3 +47,14 @@ def test_kernels_refuses_a_fifo_as_logits(fifo, tmp_path):
                 "--backend", "interpreter", "--out", str(tmp_path / "out"), cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "not a regular file" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_paths_the_capture_verbs_print_are_escaped(tmp_path):
+    """A folder named with a terminal escape is printed escaped, never raw."""
+    folder = tmp_path / "evil\x1b[2Jname"
+    folder.mkdir()
+    done = _cli("manifest", "new", "--stock", str(PIN), "--patched", str(PIN), "--matrix",
+                "forced-interpreter", "--out", str(folder / "m.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+    assert "\\x1b[2Jname/m.json" in done.stdout
