@@ -47,18 +47,18 @@ def run(args: argparse.Namespace) -> int:
     from ..core.exact import require_exact
     from ..core.exact_bundle import bundle_exact, summary
     from ..core.judge import default_workers
-    from ..core.keys import load_public_key, project_public_key
-    from ..core.verify import open_bundle, verify_bundle
+    from ..core.keys import keyid, load_public_key, project_public_key
+    from ..core.verify import open_bundle, signer_hint, verify_bundle
 
     require_exact()
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     workers = args.workers or default_workers()
     if args.pubkey is None:
-        public_key = project_public_key()
+        public_key = project_public_key(signer_hint(args.bundle))
         if not args.json:
-            print("using the built-in topp-gate project evidence key (pass --pubkey for "
-                  "another signer)")
+            print(f"using a built-in topp-gate project evidence key (key id {keyid(public_key)}; "
+                  "pass --pubkey for another signer)")
     else:
         public_key = load_public_key(args.pubkey)
     verified = verify_bundle(args.bundle, public_key, workers=workers,

@@ -25,10 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("bundle", type=Path, metavar="DIR")
     parser.add_argument("--pubkey", type=Path, metavar="PUB",
                         help="the signer's Ed25519 public key (PEM), obtained out of band "
-                        "(default: this project's evidence key, shipped with the package)")
+                        "(default: the built-in topp-gate project key, of the two shipped with "
+                        "the package, whose key id the envelope names)")
     parser.add_argument("--strict", action="store_true",
-                        help="also fail when the bundle's harness code digest differs from "
-                        "this verifier's own code")
+                        help="also fail when the trusted core that judged the bundle (the "
+                        "harness digest its receipt records) differs from this verifier's "
+                        "harness/core/ (VERIFYING.md: check out the commit the bundle names)")
     parser.add_argument("--frozen-manifest", type=Path, metavar="PATH",
                         help="the committed manifest (frozen by its .sha256 sibling) or the "
                         ".sha256 file itself; the bundle's manifest must hash to it")
@@ -39,15 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import UsageError
-    from ..core.keys import load_public_key, project_public_key
-    from ..core.verify import describe_source, verify_bundle
+    from ..core.keys import keyid, load_public_key, project_public_key
+    from ..core.verify import describe_source, signer_hint, verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     if args.pubkey is None:
-        public_key = project_public_key()
-        print("using the built-in topp-gate project evidence key (pass --pubkey for another "
-              "signer)")
+        public_key = project_public_key(signer_hint(args.bundle))
+        print(f"using a built-in topp-gate project evidence key (key id {keyid(public_key)}; "
+              "pass --pubkey for another signer)")
     else:
         public_key = load_public_key(args.pubkey)
     progress = RowProgress("verifying: oracle and gate rerun")

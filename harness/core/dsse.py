@@ -120,6 +120,12 @@ def _parse(data: bytes, exact: bool = False) -> tuple[bytes, str, list[tuple[str
     return payload, payload_type, sigs
 
 
+def keyid_hints(data: bytes) -> list[str | None]:
+    """The key id hints of an envelope in the writer's form, UNVERIFIED (never a security
+    decision: only for picking among keys the caller already trusts)."""
+    return [hint for hint, _sig in _parse(data, exact=True)[2]]
+
+
 def verify(data: bytes, public_key: Ed25519PublicKey,
            expected_payload_type: str = IN_TOTO_PAYLOAD_TYPE, *, exact: bool = False) -> bytes:
     """Verify a DSSE envelope (bytes) with one trusted key; return the verified payload.

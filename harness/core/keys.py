@@ -36,19 +36,31 @@ def _read_key_file(path: Path) -> bytes:
     return read_regular_file(Path(path), "key file", MAX_KEY_FILE_BYTES)
 
 
-PROJECT_KEY_RESOURCE = "data/keys/topp-gate-evidence.pub"
+# The project's evidence keys, shipped as package data (byte-identical copies of
+# evidence/keys/*.pub, held so by test): the first signed the bundles of 2026-11-29, the
+# second the release sweep. Only a built-in key can be picked by a bundle's key id hint.
+PROJECT_KEY_RESOURCES = ("data/keys/topp-gate-evidence.pub", "data/keys/topp-gate-evidence-2.pub")
 
 
-def project_public_key() -> Ed25519PublicKey:
-    """The public key of this project's evidence signing key, shipped as package data
-    (a byte-identical copy of ``evidence/keys/topp-gate-evidence.pub``, held so by test)."""
+def project_public_keys() -> dict[str, Ed25519PublicKey]:
+    """This project's evidence public keys, by key id, in the order above."""
     from importlib import resources
 
-    data = resources.files("harness").joinpath(PROJECT_KEY_RESOURCE).read_bytes()
-    key = serialization.load_pem_public_key(data)
-    if not isinstance(key, Ed25519PublicKey):  # pragma: no cover - package data
-        raise UsageError("the built-in project key is not an Ed25519 public key")
-    return key
+    keys: dict[str, Ed25519PublicKey] = {}
+    for name in PROJECT_KEY_RESOURCES:
+        data = resources.files("harness").joinpath(name).read_bytes()
+        key = serialization.load_pem_public_key(data)
+        if not isinstance(key, Ed25519PublicKey):  # pragma: no cover - package data
+            raise UsageError(f"the built-in project key {name} is not an Ed25519 public key")
+        keys[keyid(key)] = key
+    return keys
+
+
+def project_public_key(hint: str | None = None) -> Ed25519PublicKey:
+    """The built-in project key whose key id is ``hint`` (an envelope's unverified key id:
+    it only chooses among keys that are trusted anyway), else the first one."""
+    keys = project_public_keys()
+    return keys.get(hint or "", next(iter(keys.values())))
 
 
 def load_public_key(path: Path) -> Ed25519PublicKey:

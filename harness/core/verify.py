@@ -67,6 +67,7 @@ from .digest import parse_sha256sum_line, sha256_hex
 from .errors import (
     BindingMismatchError,
     HarnessDriftError,
+    HarnessError,
     MalformedEvidenceError,
     UsageError,
     wrap_as,
@@ -630,6 +631,18 @@ class UnsafeBundleView:
         if subject is None:
             raise MalformedEvidenceError(f"receipt has no subject {name!r}")
         return str(subject["annotations"]["stored"])
+
+
+def signer_hint(path: Path) -> str | None:
+    """The key id an envelope names for its signer, UNVERIFIED: only for choosing among
+    keys the caller trusts anyway (``keys.project_public_key``). None when unreadable; the
+    verification proper then reports why."""
+    try:
+        data = BundleDir(Path(path)).read(ENVELOPE, max_size=MAX_ENVELOPE_BYTES)
+        hints = dsse.keyid_hints(data)
+    except HarnessError:
+        return None
+    return hints[0] if len(hints) == 1 else None
 
 
 def open_bundle(path: Path, public_key: Ed25519PublicKey) -> UnsafeBundleView:

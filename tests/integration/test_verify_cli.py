@@ -120,3 +120,20 @@ def test_verify_shows_row_progress_on_a_terminal_only():
     code, piped, out = _verify_with_stderr(False)
     assert code == 0 and piped == b""  # a log or a pipe gets no progress noise
     assert "made from:" in out
+
+
+def test_without_pubkey_each_committed_bundle_verifies_with_the_built_in_key_that_signed_it(
+        capsys):
+    """Two project keys are built in; the envelope's (unverified) key id only picks between
+    them, and the signature must still verify with the one picked."""
+    old = ROOT / "evidence/bundles/smoke-interpreter-20261129"
+    sweep = ROOT / "evidence/sweep/bundles/sweep-vllm-0.30.0-cuda"
+    assert main(["verify", str(old), "--workers", "1"]) == 1  # verified STOP
+    assert "5b30f19bdf6bccea" in capsys.readouterr().out
+    assert main(["verify", str(sweep), "--workers", "1"]) == 0  # verified PASS
+    assert "64cdb84c39ee8d20" in capsys.readouterr().out
+
+
+def test_a_bundle_signed_by_an_unknown_key_is_not_rescued_by_its_key_id_hint(capsys):
+    assert main(["verify", str(TAMPER / "good"), "--workers", "1"]) == 4  # test-only key
+    assert "bad_signature" in capsys.readouterr().err

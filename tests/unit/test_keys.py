@@ -78,13 +78,25 @@ def test_committed_test_only_keys_are_named_as_such():
         assert path.name.startswith("test-only-"), path
 
 
-def test_built_in_project_key_is_the_committed_evidence_key():
+def test_built_in_project_keys_are_the_committed_evidence_keys():
     from pathlib import Path
 
-    from harness.core.keys import keyid, load_public_key, project_public_key
+    from harness.core.keys import (
+        PROJECT_KEY_RESOURCES,
+        keyid,
+        load_public_key,
+        project_public_key,
+        project_public_keys,
+    )
 
     root = Path(__file__).resolve().parents[2]
-    committed = root / "evidence/keys/topp-gate-evidence.pub"
-    shipped = root / "harness/data/keys/topp-gate-evidence.pub"
-    assert shipped.read_bytes() == committed.read_bytes()
-    assert keyid(project_public_key()) == keyid(load_public_key(committed))
+    ids = []
+    for resource in PROJECT_KEY_RESOURCES:
+        shipped = root / "harness" / resource
+        committed = root / "evidence/keys" / shipped.name
+        assert shipped.read_bytes() == committed.read_bytes()
+        ids.append(keyid(load_public_key(committed)))
+    assert list(project_public_keys()) == ids
+    assert keyid(project_public_key()) == ids[0]  # no hint: the first key, as before
+    assert keyid(project_public_key(ids[1])) == ids[1]
+    assert keyid(project_public_key("f" * 64)) == ids[0]  # an unknown hint picks no other key
