@@ -43,6 +43,7 @@ from typing import Any
 
 from . import receipt
 from .errors import BindingMismatchError, MalformedEvidenceError
+from .safeio import read_capped
 
 LAYOUT = "topp-gate/bundle/v1"
 MANIFEST = "manifest.json"
@@ -294,15 +295,7 @@ class BundleDir:
             if info.st_size > limit:
                 raise MalformedEvidenceError(f"{rel} holds {info.st_size} bytes, over the "
                                              f"{limit} allowed")
-            chunks = []
-            remaining = limit + 1
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 1 << 24))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            data = b"".join(chunks)
+            data = read_capped(fd, limit)
         except FileNotFoundError as err:
             raise MalformedEvidenceError(f"bundle file {rel} is missing") from err
         except OSError as err:

@@ -48,19 +48,25 @@ def read_regular_file(path: Path, what: str, max_bytes: int, *, owner_only: bool
         if info.st_size > max_bytes:
             raise error(f"{what} {path} is too large: {info.st_size} bytes, over the "
                         f"{max_bytes} allowed")
-        chunks: list[bytes] = []
-        remaining = max_bytes + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
+        data = read_capped(fd, max_bytes)
     except OSError as err:
         raise error(f"cannot read {what} {path}: {err.strerror or err}") from None
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > max_bytes:
         raise error(f"{what} {path} grew past {max_bytes} bytes while being read")
     return data
+
+
+def read_capped(fd: int, limit: int) -> bytes:
+    """Everything ``fd`` yields, but never more than ``limit + 1`` bytes: a file that grows
+    while it is read comes back one byte too long, so the caller can refuse it."""
+    chunks: list[bytes] = []
+    remaining = limit + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
