@@ -13,6 +13,7 @@ from ..core.errors import EXIT_OK, UsageError
 from ..core.names import FORCED, SIDES
 from ..core.terminal import printable
 from .row_progress import RowProgress
+from .signer import add_pubkey_argument, signer_key
 
 if TYPE_CHECKING:
     from ..core.verify import Verified
@@ -31,9 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "the exact extra, 4 when the bundle does not verify.",
     )
     parser.add_argument("bundle", type=Path, metavar="DIR")
-    parser.add_argument("--pubkey", type=Path, metavar="PUB",
-                        help="the signer's Ed25519 public key (PEM) (default: this project's "
-                        "evidence key, shipped with the package)")
+    add_pubkey_argument(parser)
     parser.add_argument("--json", action="store_true",
                         help="one JSON object per row, then one summary object")
     parser.add_argument("--workers", type=int, metavar="N",
@@ -47,20 +46,13 @@ def run(args: argparse.Namespace) -> int:
     from ..core.exact import require_exact
     from ..core.exact_bundle import bundle_exact, summary
     from ..core.judge import default_workers
-    from ..core.keys import keyid, load_public_key, project_public_key
-    from ..core.verify import open_bundle, signer_hint, verify_bundle
+    from ..core.verify import open_bundle, verify_bundle
 
     require_exact()
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     workers = args.workers or default_workers()
-    if args.pubkey is None:
-        public_key = project_public_key(signer_hint(args.bundle))
-        if not args.json:
-            print(f"using a built-in topp-gate project evidence key (key id {keyid(public_key)}; "
-                  "pass --pubkey for another signer)")
-    else:
-        public_key = load_public_key(args.pubkey)
+    public_key = signer_key(args.pubkey, args.bundle, say=not args.json)
     verified = verify_bundle(args.bundle, public_key, workers=workers,
                              progress=RowProgress("verifying: oracle and gate rerun").advance)
     if sys.stderr.isatty():

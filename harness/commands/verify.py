@@ -8,6 +8,7 @@ from pathlib import Path
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
 from .row_progress import RowProgress
+from .signer import add_pubkey_argument, signer_key
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,10 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "an unreadable --pubkey or --frozen-manifest).",
     )
     parser.add_argument("bundle", type=Path, metavar="DIR")
-    parser.add_argument("--pubkey", type=Path, metavar="PUB",
-                        help="the signer's Ed25519 public key (PEM), obtained out of band "
-                        "(default: the built-in topp-gate project key, of the two shipped with "
-                        "the package, whose key id the envelope names)")
+    add_pubkey_argument(parser)
     parser.add_argument("--strict", action="store_true",
                         help="also fail when the trusted core that judged the bundle (the "
                         "harness digest its receipt records) differs from this verifier's "
@@ -41,17 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import UsageError
-    from ..core.keys import keyid, load_public_key, project_public_key
-    from ..core.verify import describe_source, signer_hint, verify_bundle
+    from ..core.verify import describe_source, verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    if args.pubkey is None:
-        public_key = project_public_key(signer_hint(args.bundle))
-        print(f"using a built-in topp-gate project evidence key (key id {keyid(public_key)}; "
-              "pass --pubkey for another signer)")
-    else:
-        public_key = load_public_key(args.pubkey)
+    public_key = signer_key(args.pubkey, args.bundle)
     progress = RowProgress("verifying: oracle and gate rerun")
     result = verify_bundle(args.bundle, public_key, strict=args.strict,
                            frozen_manifest=args.frozen_manifest, workers=args.workers,
