@@ -139,6 +139,10 @@ class BundleContent:
     # case id -> side -> the dispatch path that side proved for the case ("split",
     # "single") or None; written for manifests that declare a path per side (version 2)
     paths: Mapping[str, Mapping[str, str | None]] | None = None
+    # {"rules": rule-set id, "report": report-format id}: what judged the rows and the
+    # format of report.md (harness.core.rulesets, harness.core.report); None only for a
+    # fixture that imitates a receipt from before ids existed
+    judgement: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -229,6 +233,7 @@ def build_predicate(content: BundleContent, max_bytes: int | None) -> dict[str, 
     return {
         "harness": {"version": __version__, **provenance.installed_digest(),
                     "source": dict(content.harness_source)},
+        **({"judgement": dict(content.judgement)} if content.judgement is not None else {}),
         "verdict": dict(content.verdict),
         "run_stops": sorted(set(content.run_stops)),
         "rows": list(content.rows),

@@ -119,7 +119,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
     for path in (out, frozen):
         if os.path.lexists(path):
             raise UsageError(f"{path} already exists; a frozen manifest is never overwritten")
-    if not out.name.endswith(".json") or not _NAME.match(out.name[: -len(".json")]):
+    if not out.name.endswith(".json") or not _NAME.fullmatch(out.name[: -len(".json")]):
         raise UsageError(f"{out.name}: the manifest file name must be NAME.json with NAME of "
                          "lowercase letters, digits, '.', '_' or '-'")
     matrix = load_matrix(matrix_spec)

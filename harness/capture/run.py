@@ -33,11 +33,12 @@ from .. import __version__
 from ..core.cases_index import check_against_manifest, parse_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
-from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
 from ..core.manifest import CaseLayout, Manifest, load_manifest
 from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from ..core.oracle import numpy_available
+from ..core.report import DEFAULT_REPORT
+from ..core.rulesets import rule_set
 from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
@@ -308,10 +309,10 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
         if collected.path_failed:
             run_stops.append("split_path_not_taken")
         rows = _judge(collected.case_bytes, options.workers, clock, progress=progress,
-                      row_progress=row_progress, on_rows=on_rows)
+                      row_progress=row_progress, on_rows=on_rows, rules=manifest.rules)
         if time.monotonic() > clock.deadline:
             run_stops.append("run_timeout")
-        result = verdict(rows, run_stops)
+        result = rule_set(manifest.rules).verdict(rows, run_stops)
         content = bundle_content(manifest, backend, sides, cases_raw, layout, collected,
                                  results, rows, run_stops, result, clock)
         _say(progress, f"writing and signing the bundle {options.out}")
@@ -405,7 +406,7 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
 
 def _judge(case_bytes: Sequence[CaseBytes], workers: int, clock: _Clock, *,
            progress: Progress | None, row_progress: Callable[[int], None] | None,
-           on_rows: Callable[[int], None] | None) -> list[dict[str, Any]]:
+           on_rows: Callable[[int], None] | None, rules: str) -> list[dict[str, Any]]:
     """Every row against the binary64 oracle and the gate's rules."""
     total_rows = sum(c.batch for c in case_bytes)
     if on_rows is not None:
@@ -413,7 +414,7 @@ def _judge(case_bytes: Sequence[CaseBytes], workers: int, clock: _Clock, *,
     _say(progress, f"judging {total_rows} rows against the binary64 oracle")
     t0 = time.monotonic()
     rows = judge_cases(case_bytes, workers=workers or default_workers(),
-                       fast=numpy_available(), progress=row_progress)
+                       fast=numpy_available(), progress=row_progress, rules=rules)
     clock.timings["judge_s"] = round(time.monotonic() - t0, 3)
     return rows
 
@@ -455,6 +456,7 @@ def bundle_content(manifest: Manifest, backend: str, sides: Mapping[str, tuple[S
         limits=dict(manifest.limits),
         reports=reports,
         harness_source=source_revision(),
+        judgement={"rules": manifest.rules, "report": DEFAULT_REPORT},
     )
 
 
@@ -483,8 +485,8 @@ def _reports(manifest: Manifest, backend: str, rows: list[dict[str, Any]],
     inputs = ReportInputs(manifest_name=manifest.name, backend=backend, rows=rows,
                           verdict=result,
                           evidence=dict(evidence),
-                          cases=json.loads(cases_raw))
-    reports = {"report.md": render_markdown(inputs).encode("utf-8")}
+                          cases=json.loads(cases_raw), rules=manifest.rules)
+    reports = {"report.md": render_markdown(inputs, DEFAULT_REPORT).encode("utf-8")}
     try:
         reports["report.png"] = render_png(inputs)
     except ImportError:

@@ -197,6 +197,18 @@ class HarnessDriftError(BindingMismatchError):
     code = "harness_drift"
 
 
+class UnknownJudgementError(VerificationError):
+    """A receipt names a rule set or report format this verifier does not know: it is never
+    judged by other rules than the ones it names (refused, exit 4)."""
+
+    code = "unknown_judgement"
+
+    def __init__(self, what: str, name: str, known: tuple[str, ...]) -> None:
+        self.what, self.name = what, name
+        super().__init__(f"receipt names unknown {what} {name!r}; this verifier knows "
+                         f"{', '.join(known)}")
+
+
 class VerificationInternalError(VerificationError):
     """An unexpected exception inside verification: refused, never passed (fail closed)."""
 

@@ -44,8 +44,9 @@ from .oracle import Ambiguous, Certified, OracleOutcome
 OK = "ok"
 SIDE_FAILURES = ("unreadable_output", "input_mismatch", "timeout", "kernel_crash")
 
-# The closed set of stop reasons (receipt schema enumerates the same set; a test pins it).
-STOP_REASONS = (
+# The closed set of the seed's stop reasons (rule set ``seed/v1``; later rule sets add
+# their own in :mod:`harness.core.rulesets`, and the receipt schema enumerates them all).
+SEED_STOP_REASONS = (
     "under_keep",
     "non_prefix",
     "noncanonical_tie",
@@ -411,8 +412,10 @@ def judge_row(row: Row, oracle: OracleOutcome, stock: SideOutput, patched: SideO
     return result
 
 
-def verdict(row_results: Iterable[dict[str, Any]], run_stops: Iterable[str] = ()) -> dict[str, Any]:
-    """PASS only when no row and no run-level condition stops; else STOP with every reason."""
+def verdict(row_results: Iterable[dict[str, Any]], run_stops: Iterable[str] = (), *,
+            known: Sequence[str] = SEED_STOP_REASONS) -> dict[str, Any]:
+    """PASS only when no row and no run-level condition stops; else STOP with every reason.
+    ``known``: the stop reasons of the rule set that judged the rows (any other is a bug)."""
     reasons: set[str] = set(run_stops)
     rows = 0
     stopped = 0
@@ -421,7 +424,7 @@ def verdict(row_results: Iterable[dict[str, Any]], run_stops: Iterable[str] = ()
         if result["stops"]:
             stopped += 1
             reasons.update(result["stops"])
-    unknown = reasons.difference(STOP_REASONS)
+    unknown = reasons.difference(known)
     if unknown:
         raise InternalError(f"unknown stop reasons: {', '.join(sorted(unknown))}")
     if rows == 0:

@@ -19,9 +19,10 @@ from typing import Any
 
 from .errors import ShapeError, UsageError
 from .f32 import FLOAT32_BYTES, decode
-from .gate import OK, SIDE_FAILURES, Row, SideOutput, judge_row
+from .gate import OK, SIDE_FAILURES, Row, SideOutput
 from .names import FORCED, ROW_KINDS
 from .oracle import reference
+from .rulesets import LEGACY_RULES, RowInput, rule_set
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class CaseBytes:
 
 # One row's work item: plain data, so it can travel to a worker process.
 _Task = tuple[str, int, str, "int | None", bytes, float, "bytes | str", "bytes | str", bool,
-              "tuple[bool, bool] | None", bool]
+              "tuple[bool, bool] | None", bool, str]
 
 
 def _side_row(side: bytes | str, index: int, row_bytes: int) -> bytes | str:
@@ -89,7 +90,8 @@ def _side_bytes(side: bytes | str, expected: int) -> bytes | str:
     return "unreadable_output"
 
 
-def tasks(cases: Iterable[CaseBytes], *, fast: bool = False) -> Iterator[_Task]:
+def tasks(cases: Iterable[CaseBytes], *, fast: bool = False,
+          rules: str = LEGACY_RULES) -> Iterator[_Task]:
     """Split cases into independent per-row work items, in case order then row order.
 
     Lazy: a case is taken from ``cases`` only when its first row is needed, and released
@@ -105,7 +107,7 @@ def tasks(cases: Iterable[CaseBytes], *, fast: bool = False) -> Iterator[_Task]:
             yield (case.id, i, spec.judge, spec.forced_id,
                    case.logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
                    _side_row(stock, i, row_bytes), _side_row(patched, i, row_bytes),
-                   case.split_path, case.split_sides, fast)
+                   case.split_path, case.split_sides, fast, rules)
         del case, stock, patched  # not held while the next case is produced
 
 
@@ -128,14 +130,18 @@ def _decode_row(data: bytes, fast: bool, *, wide: bool) -> Any:
 
 
 def judge_task(task: _Task) -> dict[str, Any]:
-    """Judge one row: decode bytes, run the oracle, apply the gate."""
+    """Judge one row: decode bytes, run the oracle, apply the rule set the task names."""
     (case_id, index, kind, forced_id, logits_bytes, p32, stock, patched, split_path,
-     split_sides, fast) = task
+     split_sides, fast, rules) = task
     logits = _decode_row(logits_bytes, fast, wide=True)
     row = Row(case_id, index, kind, logits, p32, forced_id)
     outcome = reference(logits, p32, row=index, fast=fast)
-    return judge_row(row, outcome, _output(stock, fast), _output(patched, fast),
-                     split_path=split_path, split_sides=split_sides)
+    judged_by = rule_set(rules)
+    raw = ({"stock": stock if isinstance(stock, bytes) else None,
+            "patched": patched if isinstance(patched, bytes) else None}
+           if judged_by.needs_raw else {})
+    return judged_by.judge(RowInput(row, outcome, _output(stock, fast), _output(patched, fast),
+                                    split_path, split_sides, logits_bytes, raw, fast))
 
 
 def default_workers() -> int:
@@ -146,15 +152,17 @@ def default_workers() -> int:
 
 
 def judge_cases(cases: Iterable[CaseBytes], *, workers: int = 1, fast: bool = False,
-                progress: Callable[[int], None] | None = None) -> list[dict[str, Any]]:
-    """Per-row gate results for every row of every case, in order.
+                progress: Callable[[int], None] | None = None,
+                rules: str = LEGACY_RULES) -> list[dict[str, Any]]:
+    """Per-row gate results for every row of every case, in order, by rule set ``rules``.
 
     ``workers > 1`` judges rows in worker processes; the list is identical to a serial run.
     ``progress`` is called with 1 after each row is judged. Rows are taken from ``cases``
     lazily and at most ``2 * workers`` are in flight, so memory holds one case plus a few
     rows, however many cases there are (``verify`` streams cases through this).
     """
-    work = tasks(cases, fast=fast)
+    rule_set(rules)  # an unknown id is refused before any row is judged
+    work = tasks(cases, fast=fast, rules=rules)
     results: list[dict[str, Any]] = []
     if workers <= 1:
         for task in work:

@@ -32,11 +32,15 @@ from .digest import parse_sha256sum_line, sha256_hex
 from .errors import EvidenceDriftError, LimitError, ManifestError, ManifestNotFrozenError
 from .f32 import runtime_p, to_float32
 from .names import BOUNDARY, FORCED, ORDINARY, SPLIT
+from .rulesets import LEGACY_RULES, RULE_SETS
 from .safeio import read_regular_file
 from .strictjson import no_duplicate_keys
 
 SCHEMA = "topp-gate/manifest/v1"
 SCHEMA_V2 = "topp-gate/manifest/v2"  # sides by pin file, a patch on either side, dispatch paths
+SCHEMA_V3 = "topp-gate/manifest/v3"  # version 2 plus the rule set by id and each side's family
+PINNED_BY_FILE = (SCHEMA_V2, SCHEMA_V3)
+DEFAULT_FAMILY = "vllm-triton"  # the family of every side that names none (versions 1, 2)
 SCHEMA_RESOURCE = "manifest.schema.json"
 HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64
 FROZEN_SUFFIX = ".sha256"
@@ -129,7 +133,19 @@ class Manifest:
     @property
     def pinned_by_file(self) -> bool:
         """Version 2: each side is named by a pin file (else: version 1, by wheel)."""
-        return bool(self.data["schema"] == SCHEMA_V2)
+        return self.data["schema"] in PINNED_BY_FILE
+
+    @property
+    def rules(self) -> str:
+        """The rule set that judges this manifest's rows: version 3 names it; versions 1 and
+        2 predate rule-set ids and are judged by the seed's rules."""
+        return str(self.data.get("rules", LEGACY_RULES))
+
+    def family(self, side: str) -> str:
+        """The kernel family of ``side`` (version 3 names it; before: vLLM's Triton)."""
+        if self.data["schema"] != SCHEMA_V3:
+            return DEFAULT_FAMILY
+        return str(self.data["sources"]["sides"][side]["family"])
 
     def dispatch(self, side: str) -> str:
         """The path ``side`` must take: ``split`` (always, in version 1) or ``single``."""
@@ -281,6 +297,9 @@ def check_limits(manifest: Manifest) -> None:
 def check_manifest(manifest: Manifest) -> None:
     """Everything the schema cannot say: limits, unique ids, ids in range, finite values."""
     check_limits(manifest)
+    if manifest.rules not in RULE_SETS:
+        raise ManifestError(f"{manifest.source}: unknown rule set {manifest.rules!r} (known: "
+                            f"{', '.join(RULE_SETS)})")
     if manifest.pinned_by_file:
         patched = [side for side, entry in manifest.sources["sides"].items() if "patch" in entry]
         if len(patched) > 1:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from .names import FORCED, ORDINARY, SIDES
+from .terminal import printable
 
 AMBIGUOUS = "oracle_boundary_ambiguous"
 INTERPRETER = "interpreter"
@@ -44,6 +45,8 @@ class ReportInputs:
     # Exact-real counts per row (``harness.core.exact_bundle.ExactRow.to_json``), derived on
     # demand by ``topp-gate exact``; ``None`` (a gate run) leaves the section out.
     exact: Sequence[Mapping[str, Any]] | None = None
+    # The rule set that judged the rows (shown from report/v2 on; report/v1 predates ids).
+    rules: str | None = None
 
 
 # --- figures --------------------------------------------------------------------------------
@@ -252,9 +255,10 @@ def device_name(ev: Mapping[str, Any] | None) -> str:
     return str(device) if device else ""
 
 
-def backend_label(backend: str, evidence: Mapping[str, Mapping[str, Any] | None]) -> str:
-    """Say plainly what ran the kernels."""
-    devices = sorted({device_name(ev) for ev in evidence.values() if device_name(ev)})
+def backend_label(backend: str, evidence: Mapping[str, Mapping[str, Any] | None],
+                  text: Callable[[str], str] = str) -> str:
+    """Say plainly what ran the kernels (``text`` escapes the evidence's device names)."""
+    devices = sorted({text(device_name(ev)) for ev in evidence.values() if device_name(ev)})
     where = f" ({', '.join(devices)})" if devices else ""
     if is_interpreter(backend, evidence):
         note = ""
@@ -263,6 +267,67 @@ def backend_label(backend: str, evidence: Mapping[str, Mapping[str, Any] | None]
         return ("Triton's interpreter on the CPU (TRITON_INTERPRET=1): the real kernel code, "
                 f"emulated, not GPU evidence{where}{note}")
     return f"{backend}{where}"
+
+
+# --- report formats ---------------------------------------------------------------------------
+#
+# A receipt names its report format (``predicate.judgement.report``); ``verify`` regenerates
+# report.md in exactly that format and requires the signed bytes. A format never changes
+# once its id exists: new wording is a new id.
+#
+# ``report/v1``: the format of every receipt written before ids existed. It wrote evidence
+#   strings as they were, so it is accepted only while every evidence-supplied string it
+#   shows is plainly safe Markdown (:func:`legacy_text`): a bundle naming report/v1 whose
+#   device string holds Markdown or HTML is refused, not rendered.
+# ``report/v2``: every evidence-supplied string (device, versions, evidence keys and values,
+#   the manifest's name and labels) is escaped for Markdown and HTML (:func:`markdown_text`);
+#   it also names the rule set that judged the rows.
+
+REPORT_V1 = "report/v1"
+REPORT_V2 = "report/v2"
+LEGACY_REPORT = REPORT_V1  # receipts written before report-format ids existed
+DEFAULT_REPORT = REPORT_V2
+REPORT_FORMATS = (REPORT_V1, REPORT_V2)
+
+_LEGACY_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                         " ()+,-./_:=@%'")
+_MARKDOWN_ACTIVE = {"&": "&amp;", "<": "&lt;", ">": "&gt;",
+                    **{c: "\\" + c for c in "\\`*_[]|!~#"}}
+
+
+class UnsafeLegacyText(ValueError):
+    """An evidence string report/v1 cannot show safely (the verifier refuses the bundle)."""
+
+
+def legacy_text(text: str) -> str:
+    """report/v1: the string unchanged, when it holds only characters that cannot form
+    Markdown or HTML (letters, digits, space and ``()+,-./_:=@%'``); else refused."""
+    if not set(text) <= _LEGACY_SAFE:
+        raise UnsafeLegacyText(f"report/v1 cannot show the evidence string {text!r} safely")
+    return text
+
+
+def markdown_text(text: str) -> str:
+    """report/v2: non-printable characters as their escapes (:func:`printable`), HTML's
+    ``& < >`` as entities, and every other character that can start Markdown inline syntax
+    backslash-escaped, so the string renders as exactly its characters. An underscore
+    between two letters or digits (``split_slices``) is left as it is: CommonMark never
+    reads an intraword ``_`` as emphasis."""
+    shown = printable(text)
+    return "".join(c if c == "_" and _intraword(shown, i) else _MARKDOWN_ACTIVE.get(c, c)
+                   for i, c in enumerate(shown))
+
+
+def _intraword(text: str, i: int) -> bool:
+    return 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
+
+
+def _text_for(report_format: str) -> Callable[[str], str]:
+    if report_format == REPORT_V1:
+        return legacy_text
+    if report_format == REPORT_V2:
+        return markdown_text
+    raise ValueError(f"unknown report format {report_format!r}")
 
 
 # --- Markdown -------------------------------------------------------------------------------
@@ -310,7 +375,14 @@ def _evidence_cases(ev: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]
     return {}
 
 
-def _evidence_lines(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[str]:
+def _shown(value: Any, text: Callable[[str], str]) -> Any:
+    return text(value) if isinstance(value, str) else value
+
+
+def _evidence_lines(evidence: Mapping[str, Mapping[str, Any] | None],
+                    text: Callable[[str], str]) -> list[str]:
+    """The kernel-path evidence tables; every key and string value is the evidence's own
+    text, so it goes through ``text``."""
     lines = ["## Kernel-path evidence", ""]
     if not any(isinstance(evidence.get(s), Mapping) for s in SIDES):
         return lines + ["No kernel-path evidence was recorded for either side.", ""]
@@ -322,7 +394,8 @@ def _evidence_lines(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[st
                 top.setdefault(key, {})[side] = value
     keys = [k for k in _EVIDENCE_KEYS if k in top] + sorted(k for k in top
                                                             if k not in _EVIDENCE_KEYS)
-    lines += _table(["field", *SIDES], ([k, *(top[k].get(s) for s in SIDES)] for k in keys))
+    lines += _table(["field", *SIDES], ([text(k), *(_shown(top[k].get(s), text) for s in SIDES)]
+                                        for k in keys))
     per_case: dict[tuple[str, str], dict[str, Any]] = {}
     for side in SIDES:
         for cid, entry in _evidence_cases(evidence.get(side)).items():
@@ -334,15 +407,18 @@ def _evidence_lines(evidence: Mapping[str, Mapping[str, Any] | None]) -> list[st
         lines += ["", "Per case (split path, slice counts, timings; digests are in each "
                   "side's `evidence.json`):", ""]
         lines += _table(["case", "field", *SIDES],
-                        ([cid, key, *(v.get(s) for s in SIDES)]
+                        ([text(cid), text(key), *(_shown(v.get(s), text) for s in SIDES)]
                          for (cid, key), v in sorted(per_case.items())))
     return lines + [""]
 
 
-def render_markdown(inputs: ReportInputs) -> str:
-    """``report.md``: verdict and stop reasons first, then the tables. Deterministic."""
+def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -> str:
+    """``report.md`` in ``report_format``: verdict and stop reasons first, then the tables.
+    Deterministic. Raises :class:`UnsafeLegacyText` for report/v1 when an evidence string
+    cannot be shown safely in that format."""
+    text = _text_for(report_format)
     s = summarize(inputs)
-    out = [f"# topp-gate report: {s['manifest']}", ""]
+    out = [f"# topp-gate report: {text(s['manifest'])}", ""]
     out += [f"**Verdict: {s['verdict']}**", ""]
     if s["reasons"]:
         out += ["Stop reasons (every one found; rows stopped per reason, 0 for a run-level "
@@ -350,7 +426,10 @@ def render_markdown(inputs: ReportInputs) -> str:
         out += [f"- `{reason}`: {s['stop_rows'].get(reason, 0)} row(s)" for reason in s["reasons"]]
     else:
         out += ["No row and no run-level condition stopped the gate."]
-    out += ["", f"Backend: {s['backend']}.", "",
+    if report_format != REPORT_V1:
+        out += ["", f"Judged by rule set `{text(inputs.rules or '?')}`; report format "
+                f"`{report_format}`."]
+    out += ["", f"Backend: {backend_label(inputs.backend, inputs.evidence, text)}.", "",
             f"Rows judged: {s['rows']} ({s['forced_rows']} forced, {s['ordinary_rows']} "
             f"ordinary or boundary); rows stopped: {s['rows_stopped']}.", "",
             "Passing proves only that the forced masking defect is fixed without a detected "
@@ -364,7 +443,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                 "Stock failures are the reproduced defect, never a stop.", ""]
         out += _table(["forced value", "vocab", "rows", "stock lost forced token",
                        "stock failures", "patched held", "patched failures"],
-                      ([g["value"], g["vocab"], g["rows"],
+                      ([_shown(g["value"], text), g["vocab"], g["rows"],
                         f"{g['stock_lost_forced']}/{g['rows']}", _counts(g["stock_failures"]),
                         f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
                        for g in s["forced"]))
@@ -408,7 +487,7 @@ def render_markdown(inputs: ReportInputs) -> str:
                    for kind in (FORCED, ORDINARY)))
     out += ["", "Output status per side: " + "; ".join(
         f"{side}: {_counts(s['side_status'][side])}" for side in SIDES) + ".", ""]
-    out += _evidence_lines(inputs.evidence)
+    out += _evidence_lines(inputs.evidence, text)
     if inputs.exact is not None:
         out += ["## Exact-real counts (derived diagnostic, never a stop)", "",
                 *exact_lines(inputs.exact), ""]

@@ -69,6 +69,7 @@ from .errors import (
     HarnessDriftError,
     HarnessError,
     MalformedEvidenceError,
+    UnknownJudgementError,
     UsageError,
     wrap_as,
 )
@@ -121,6 +122,8 @@ class Verified:
     payload_sha256: str  # of the signed statement: names every artifact's digest
     workers: int
     seconds: dict[str, float]  # wall time per phase: read_and_digest, checks, rerun
+    rules: str  # the rule set the rows were re-judged by (the receipt's, or seed/v1)
+    report_format: str  # the format report.md was regenerated in
 
     @property
     def harness_matches(self) -> bool:
@@ -687,17 +690,35 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any],
         del logits, p, sides  # before the next case is decoded
 
 
+def judgement(predicate: dict[str, Any], manifest: Any) -> tuple[str, str]:
+    """(rule set, report format) the receipt names, each known to this verifier, the rule
+    set the manifest's; a receipt written before ids existed names none and was judged by
+    the seed's rules into a report/v1 report."""
+    from .report import LEGACY_REPORT, REPORT_FORMATS
+    from .rulesets import LEGACY_RULES, rule_set
+
+    named = predicate.get("judgement")
+    rules, report = ((LEGACY_RULES, LEGACY_REPORT) if named is None
+                     else (named["rules"], named["report"]))
+    rule_set(rules)
+    if report not in REPORT_FORMATS:
+        raise UnknownJudgementError("report format", report, REPORT_FORMATS)
+    if rules != manifest.rules:
+        raise BindingMismatchError("rule set", manifest.rules, rules, said_by="the manifest")
+    return rules, report
+
+
 def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
-           fast: bool | None, progress: Callable[[int], None] | None
+           fast: bool | None, progress: Callable[[int], None] | None, rules: str
            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from .gate import verdict
     from .judge import judge_cases
     from .oracle import numpy_available
+    from .rulesets import rule_set
 
     use_fast = numpy_available() if fast is None else fast
     with wrap_as(MalformedEvidenceError, "rerun refused the captured bytes: "):
         rows = judge_cases(_captured_cases(artifacts, layout, predicate), workers=workers,
-                           fast=use_fast, progress=progress)
+                           fast=use_fast, progress=progress, rules=rules)
     recorded_rows = predicate["rows"]
     if len(rows) != len(recorded_rows):
         raise BindingMismatchError("number of judged rows", str(len(recorded_rows)),
@@ -707,7 +728,7 @@ def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], 
             field, said, found = _first_difference(theirs, mine)
             where = f"rerun of row {mine['case']}[{mine['row']}] at {field or '(whole row)'}"
             raise BindingMismatchError(where, _short(said), _short(found))
-    again = verdict(rows, predicate["run_stops"])
+    again = rule_set(rules).verdict(rows, predicate["run_stops"])
     if again != predicate["verdict"]:
         raise BindingMismatchError("verdict", _short(predicate["verdict"]), _short(again))
     return rows, again
@@ -715,13 +736,13 @@ def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], 
 
 def _check_report(artifacts: _Artifacts, manifest: Any, layout: list[Any],
                   predicate: dict[str, Any], rows: list[dict[str, Any]],
-                  final: dict[str, Any]) -> None:
+                  final: dict[str, Any], rules: str, report_format: str) -> None:
     """``report.md`` is byte for byte what the report generator makes from the verified
     data (standard library only), so it cannot state another verdict or other figures.
     ``report.png`` needs matplotlib to regenerate: it is signed, not checked (VERIFYING.md).
     """
     from .cases_index import SCHEMA as CASES_SCHEMA
-    from .report import ReportInputs, render_markdown
+    from .report import ReportInputs, UnsafeLegacyText, render_markdown
 
     if REPORT_PNG in artifacts.subjects:
         _plain(artifacts, REPORT_PNG, MAX_PLAIN_BYTES)  # its digests only
@@ -731,8 +752,11 @@ def _check_report(artifacts: _Artifacts, manifest: Any, layout: list[Any],
     inputs = ReportInputs(manifest_name=manifest.name, backend=str(manifest.backend["required"]),
                           rows=rows, verdict=final, evidence=predicate["kernel_path"],
                           cases={"schema": CASES_SCHEMA,
-                                 "cases": [case.to_json() for case in layout]})
-    expected = render_markdown(inputs).encode("utf-8")
+                                 "cases": [case.to_json() for case in layout]}, rules=rules)
+    try:
+        expected = render_markdown(inputs, report_format).encode("utf-8")
+    except UnsafeLegacyText as err:
+        raise MalformedEvidenceError(str(err)) from None
     if data != expected:
         raise BindingMismatchError(f"{REPORT_MD} vs the report regenerated from the verified "
                                    "results", sha256_hex(expected), sha256_hex(data),
@@ -766,6 +790,7 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
     artifacts = _Artifacts(bundle, statement["subject"])
     _check_files(bundle, artifacts)
     manifest = _manifest(artifacts, predicate, frozen)
+    rules, report_format = judgement(predicate, manifest)
     layout = _layout(artifacts, predicate, manifest)
     seconds["read_and_digest"] = clock() - start
     start = clock()
@@ -781,8 +806,8 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         raise HarnessDriftError("harness code digest", recorded, local)
     seconds["checks"] = clock() - start
     start = clock()
-    rows, final = _rerun(artifacts, layout, predicate, workers, fast, progress)
-    _check_report(artifacts, manifest, layout, predicate, rows, final)
+    rows, final = _rerun(artifacts, layout, predicate, workers, fast, progress, rules)
+    _check_report(artifacts, manifest, layout, predicate, rows, final, rules, report_format)
     seconds["rerun"] = clock() - start
     return Verified(
         path=path, keyid=keyid(public_key), verdict=final, rows=final["rows"],
@@ -791,4 +816,4 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         harness_recorded=recorded, harness_local=local,
         harness_algorithm=predicate["harness"]["algorithm"],
         harness_source=predicate["harness"].get("source"), payload_sha256=sha256_hex(payload),
-        workers=workers, seconds=seconds)
+        workers=workers, seconds=seconds, rules=rules, report_format=report_format)

@@ -21,12 +21,12 @@ from ..capture.bundle_writer import BundleContent
 from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
 from ..core.f32 import encode, runtime_p, to_float32
-from ..core.gate import verdict
 from ..core.judge import CaseBytes, RowSpec, judge_cases
 from ..core.manifest import expected_layout, parse_manifest
 from ..core.names import SIDES
 from ..core.oracle import reference
-from ..core.report import ReportInputs, render_markdown
+from ..core.report import DEFAULT_REPORT, LEGACY_REPORT, ReportInputs, render_markdown
+from ..core.rulesets import rule_set
 
 NEG = -math.inf
 
@@ -57,15 +57,23 @@ def _rows_for(manifest: Mapping[str, Any], case: Any,
 
 def content(manifest: Mapping[str, Any], *, seed: int = 0,
             sources: dict[str, Any] | None = None, damage: bool = False,
-            stock_failure: str | None = None) -> BundleContent:
+            stock_failure: str | None = None, rewrite_values: bool = False,
+            rules: str | None = None, device: str | None = None) -> BundleContent:
     """A complete synthetic BundleContent: patched keeps the oracle set, stock fails forced.
 
     ``sources`` is what the receipt records as ``hashes.sources`` (default: the manifest's
     pins); ``damage`` drops the top token of the last ordinary row on the patched side (a
-    STOP); ``stock_failure`` replaces the stock output of the ordinary case by a runner status.
+    STOP); ``stock_failure`` replaces the stock output of the ordinary case by a runner
+    status; ``rewrite_values`` keeps the oracle's tokens on the patched side but writes 7.0
+    for every kept value (a kernel that rewrites what it keeps); ``rules`` judges the rows
+    by another rule set than the manifest's (a dishonest signer; default: the manifest's);
+    ``device`` is the device string both sides' evidence names (untrusted text the report
+    shows).
     """
     manifest_raw = manifest_bytes(manifest)
-    layout = expected_layout(parse_manifest(manifest_raw))
+    parsed = parse_manifest(manifest_raw)
+    layout = expected_layout(parsed)
+    rules = parsed.rules if rules is None else rules
     rnd = random.Random(seed)  # noqa: S311 - reproducible fixture data, not security
     inputs: dict[str, bytes] = {}
     outputs: dict[str, dict[str, bytes | str]] = {"stock": {}, "patched": {}}
@@ -77,7 +85,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         for row, p, spec in zip(rows, ps, case.rows, strict=True):
             kept = set(reference(row, p).kept)
             masked = [v if i in kept else NEG for i, v in enumerate(row)]
-            patched += masked
+            patched += [7.0 if v != NEG else NEG for v in masked] if rewrite_values else masked
             stock += [NEG] * len(row) if spec.judge == "forced" else masked
         logits = encode([v for row in rows for v in row])
         inputs[case.logits_path] = logits
@@ -94,16 +102,18 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],
                                outputs["patched"][case.id], split_path=True))
-    rows_result = judge_cases(cases)
+    rows_result = judge_cases(cases, rules=rules)
     # Shaped like a kernel child's evidence (backend, per-case split-path proof and the
     # hashes of the bytes read and written), because the verifier binds the receipt's
     # split-path flags and the artifacts to it; no kernel ran.
+    named = {} if device is None else {"device": device}
     evidence = {side: (json.dumps({"synthetic": True, "side": side, "backend": "interpreter",
+                                   **named,
                                    "note": "SYNTHETIC TEST FIXTURE: no kernel ran",
                                    "cases": [_record(c, inputs, outputs[side][c.id])
                                              for c in layout]},
                                   indent=2) + "\n").encode() for side in SIDES}
-    verdict_result = verdict(rows_result, [])
+    verdict_result = rule_set(rules).verdict(rows_result, [])
     if sources is None:
         sources = {side: dict(manifest["sources"]["sides"][side])
                    for side in SIDES}
@@ -119,10 +129,13 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         run_stops=[],
         verdict=verdict_result,
         sources=sources,
-        patch_sha256=manifest["sources"]["patch_sha256"],
+        patch_sha256=manifest["sources"].get("patch_sha256", "0" * 64),
         environment={"synthetic": True},
         timings={"total_s": 0.0},
         limits=dict(manifest["limits"]),
+        judgement={"rules": rules, "report": DEFAULT_REPORT},
+        paths=({c.id: {side: parsed.dispatch(side) for side in SIDES} for c in layout}
+               if parsed.pinned_by_file else None),
     ), manifest)
 
 
@@ -133,7 +146,9 @@ def with_report(bundle: BundleContent, manifest: Mapping[str, Any]) -> BundleCon
         manifest_name=manifest["name"], backend=manifest["backend"]["required"],
         rows=bundle.rows, verdict=bundle.verdict,
         evidence={side: json.loads(data) for side, data in bundle.evidence.items()},
-        cases=json.loads(bundle.cases)))
+        cases=json.loads(bundle.cases),
+        rules=(bundle.judgement or {}).get("rules")),
+        (bundle.judgement or {}).get("report", LEGACY_REPORT))
     return dataclasses.replace(bundle, reports={"report.md": report.encode("utf-8")})
 
 

@@ -76,3 +76,33 @@ def rereport(bundle: BundleContent) -> BundleContent:
 def write(dest: Path, *, seed: int = 0, key: Path = SIGNING_KEY, **variant: Any) -> WrittenBundle:
     return write_bundle(dest, content(seed, **variant), load_private_key(key),
                         max_bytes=MANIFEST["limits"]["max_bundle_bytes"])
+
+
+# A version 3 manifest (sides by pin file, the rule set by id): the same cases, judged by
+# seed/v2 (the seed's rules plus kept-value integrity). The pin files are never read by the
+# verifier: it binds the receipt to the digests copied here.
+_PINNED = {"pin_sha256": "1" * 64, "tree_sha256": "2" * 64, "dispatch": "split",
+           "family": "vllm-triton"}
+MANIFEST_V3: dict[str, Any] = {
+    **{k: v for k, v in MANIFEST.items() if k != "sources"},
+    "schema": "topp-gate/manifest/v3",
+    "name": "synthetic-test-fixture-v3",
+    "rules": "seed/v2",
+    "backend": {"required": "interpreter", "interpreter_sm_count": 132},
+    "sources": {"sides": {
+        side: {"pin": f"pins/vllm-{entry['version']}.json", "version": entry["version"],
+               "kernel_sha256": entry["kernel_sha256"], **_PINNED}
+        for side, entry in MANIFEST["sources"]["sides"].items()}},
+}
+SOURCES_V3 = {side: {**{key: entry[key] for key in ("pin_sha256", "version", "kernel_sha256",
+                                                      "tree_sha256")},
+                     "origin": {"kind": "synthetic"}}
+              for side, entry in MANIFEST_V3["sources"]["sides"].items()}
+
+
+def write_v3(dest: Path, *, key: Path = SIGNING_KEY, **variant: Any) -> WrittenBundle:
+    """A bundle of :data:`MANIFEST_V3`; ``variant`` as :func:`harness.probes.fixture.content`
+    takes it (``rewrite_values``, ``rules``, ``damage``...)."""
+    bundle = fixture.content(MANIFEST_V3, sources=SOURCES_V3, **variant)
+    return write_bundle(dest, bundle, load_private_key(key),
+                        max_bytes=MANIFEST_V3["limits"]["max_bundle_bytes"])

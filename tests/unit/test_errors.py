@@ -52,6 +52,7 @@ TREE = {
     "SignatureError": ("VerificationError", "bad_signature", EXIT_VERIFY),
     "BindingMismatchError": ("VerificationError", "binding_mismatch", EXIT_VERIFY),
     "HarnessDriftError": ("BindingMismatchError", "harness_drift", EXIT_VERIFY),
+    "UnknownJudgementError": ("VerificationError", "unknown_judgement", EXIT_VERIFY),
     "VerificationInternalError": ("VerificationError", "verification_internal", EXIT_VERIFY),
 }
 

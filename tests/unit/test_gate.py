@@ -243,7 +243,7 @@ def test_all_of_refuses_empty_and_unknown_criteria():
 
 
 def test_stop_reasons_closed_set_is_pinned():
-    assert set(gate.STOP_REASONS) == {
+    assert set(gate.SEED_STOP_REASONS) == {
         "under_keep", "non_prefix", "noncanonical_tie", "missing_oracle_token",
         "stock_under_keep", "count_bound", "symdiff_regression",
         "oracle_boundary_ambiguous", "forced_failure", "nan_output", "unreadable_output",

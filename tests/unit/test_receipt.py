@@ -10,7 +10,8 @@ import pytest
 
 from harness.core import receipt
 from harness.core.errors import MalformedEvidenceError
-from harness.core.gate import SIDE_FAILURES, STOP_REASONS
+from harness.core.gate import SIDE_FAILURES
+from harness.core.rulesets import ALL_STOP_REASONS
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
@@ -23,7 +24,7 @@ def test_top_level_schema_copy_is_byte_identical():
 
 def test_schema_pins_the_gates_closed_sets():
     defs = receipt.schema()["$defs"]
-    assert defs["stop_reason"]["enum"] == list(STOP_REASONS)
+    assert defs["stop_reason"]["enum"] == list(ALL_STOP_REASONS)
     assert defs["side_status"]["enum"] == ["ok", *SIDE_FAILURES]
 
 

@@ -1,0 +1,121 @@
+"""The registry of rule sets: every judgement is made, and re-made, by the rules it names.
+
+A receipt names its rule set by id (``predicate.judgement.rules``); ``verify`` re-judges a
+bundle by exactly those rules, and refuses an id it does not know. A rule set never changes
+once its id exists: new behaviour is a new id, and every committed bundle keeps verifying by
+the rules it was judged with. Receipts written before ids existed were judged by
+:data:`LEGACY_RULES` (the seed's rules, which this registry holds unchanged).
+
+Rule sets:
+
+``seed/v1``
+    The seed's predeclared gate exactly (:mod:`harness.core.gate`): forced rows, the four
+    ordinary-row rules, the diagnostics. Frozen.
+``seed/v2``
+    ``seed/v1`` on every row, plus kept-value integrity: a masking kernel returns every kept
+    logit bit for bit unchanged, so a patched output that keeps a position with other bits
+    than the input's stops the row (``kept_value_changed``); each side's count of changed
+    positions is a diagnostic (``stock_values_changed``, ``patched_values_changed``).
+
+Standard library only (trusted core).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import gate
+from .errors import InternalError, UnknownJudgementError
+from .oracle import OracleOutcome
+
+SEED_V1 = "seed/v1"
+SEED_V2 = "seed/v2"
+LEGACY_RULES = SEED_V1  # receipts and manifests written before rule-set ids existed
+DEFAULT_RULES = SEED_V2  # what ``manifest new`` freezes unless told otherwise
+
+
+@dataclass(frozen=True)
+class RowInput:
+    """Everything a rule set may read of one row: the captured row and oracle outcome, each
+    side's decoded output, the raw bytes (for bit-level checks) and the proven paths."""
+
+    row: gate.Row
+    oracle: OracleOutcome
+    stock: gate.SideOutput
+    patched: gate.SideOutput
+    split_path: bool
+    split_sides: tuple[bool, bool] | None
+    logits_bytes: bytes
+    side_bytes: Mapping[str, bytes | None]  # raw output row per side, None when unreadable
+    fast: bool
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    id: str
+    summary: str
+    stop_reasons: tuple[str, ...]
+    judge: Callable[[RowInput], dict[str, Any]]
+    needs_raw: bool  # whether ``judge`` reads ``logits_bytes``/``side_bytes``
+
+    def verdict(self, rows: Any, run_stops: Any = ()) -> dict[str, Any]:
+        return gate.verdict(rows, run_stops, known=self.stop_reasons)
+
+
+def _seed_v1(data: RowInput) -> dict[str, Any]:
+    return gate.judge_row(data.row, data.oracle, data.stock, data.patched,
+                          split_path=data.split_path, split_sides=data.split_sides)
+
+
+def _seed_v2(data: RowInput) -> dict[str, Any]:
+    from .integrity import changed_values
+
+    result = _seed_v1(data)
+    diagnostics = result["diagnostics"]
+    stops = set(result["stops"])
+    for side in ("stock", "patched"):
+        raw = data.side_bytes.get(side)
+        if raw is None:
+            continue
+        changed = changed_values(data.logits_bytes, raw, fast=data.fast)
+        diagnostics[f"{side}_values_changed"] = changed
+        if side == "patched" and changed:
+            stops.add("kept_value_changed")
+    result["stops"] = sorted(stops)
+    return result
+
+
+RULE_SETS: dict[str, RuleSet] = {
+    SEED_V1: RuleSet(SEED_V1, "the seed's predeclared gate, unchanged",
+                     gate.SEED_STOP_REASONS, _seed_v1, needs_raw=False),
+    SEED_V2: RuleSet(SEED_V2, "the seed's gate plus kept-value integrity (bit for bit)",
+                     (*gate.SEED_STOP_REASONS, "kept_value_changed"), _seed_v2,
+                     needs_raw=True),
+}
+
+# Every stop reason any rule set can give (the receipt schema enumerates this set).
+ALL_STOP_REASONS = tuple(dict.fromkeys(r for rs in RULE_SETS.values() for r in rs.stop_reasons))
+
+
+def known_rules() -> tuple[str, ...]:
+    return tuple(RULE_SETS)
+
+
+def rule_set(rules_id: str) -> RuleSet:
+    """The rule set ``rules_id`` names; an unknown id is refused (never judged by others)."""
+    found = RULE_SETS.get(rules_id)
+    if found is None:
+        raise UnknownJudgementError("rule set", rules_id, known_rules())
+    return found
+
+
+def check_registry() -> None:
+    """Invariants a test pins: ids are their keys, every reason is known to the gate's
+    verdict, and the seed's rule set is the legacy one."""
+    for key, rs in RULE_SETS.items():
+        if rs.id != key or not rs.stop_reasons:
+            raise InternalError(f"rule set {key!r} is registered inconsistently")
+    if RULE_SETS[LEGACY_RULES].judge is not _seed_v1:
+        raise InternalError("the legacy rule set must be the seed's gate")

@@ -1,0 +1,159 @@
+"""Versioned judgement: a receipt names its rule set and report format, and is re-judged by
+exactly those; unknown ids are refused; seed/v2 stops on rewritten kept values; report/v2
+escapes evidence text and report/v1 refuses text it cannot show safely."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.capture.signing import load_private_key
+from harness.core import gate, rulesets
+from harness.core.errors import BindingMismatchError, MalformedEvidenceError, UnknownJudgementError
+from harness.core.integrity import changed_values
+from harness.core.keys import load_public_key
+from harness.core.report import UnsafeLegacyText, legacy_text, markdown_text
+from harness.core.verify import verify_bundle
+from harness.probes import tamper
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "assets"))
+import synthetic  # noqa: E402
+
+PUB = load_public_key(synthetic.SIGNING_PUB)
+KEY = load_private_key(synthetic.SIGNING_KEY)
+
+
+def _f32(values: list[float]) -> bytes:
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def _judgement(**ids: str):
+    def change(statement: dict) -> None:
+        statement["predicate"]["judgement"].update(ids)
+    return change
+
+
+# --- the registry ------------------------------------------------------------------------------
+
+
+def test_registry_is_consistent_and_the_legacy_rules_are_the_seeds():
+    rulesets.check_registry()
+    assert rulesets.LEGACY_RULES == "seed/v1"
+    assert rulesets.rule_set("seed/v1").stop_reasons == gate.SEED_STOP_REASONS
+    assert set(rulesets.rule_set("seed/v2").stop_reasons) == {*gate.SEED_STOP_REASONS,
+                                                              "kept_value_changed"}
+
+
+def test_an_unknown_rule_set_id_is_refused_before_any_row_is_judged():
+    from harness.core.judge import judge_cases
+
+    with pytest.raises(UnknownJudgementError, match="nope/v9"):
+        judge_cases([], rules="nope/v9")
+
+
+# --- kept-value integrity ----------------------------------------------------------------------
+
+
+def test_changed_values_counts_kept_positions_with_other_bits():
+    inputs = _f32([1.0, 2.0, 0.0, -float("inf"), 5.0])
+    ninf = -float("inf")
+    assert changed_values(inputs, _f32([1.0, 2.0, 0.0, ninf, ninf])) == 0
+    assert changed_values(inputs, _f32([7.0, 2.0, 0.0, ninf, ninf])) == 1
+    assert changed_values(inputs, _f32([1.0, 2.0, -0.0, ninf, ninf])) == 1  # bits, not ==
+    assert changed_values(inputs, _f32([1.0, float("nan"), 0.0, ninf, ninf])) == 1
+    assert changed_values(inputs, _f32([1.0, 2.0, 0.0, 9.0, ninf])) == 1  # a masked input kept
+
+
+@given(st.lists(st.tuples(st.floats(width=32), st.floats(width=32), st.booleans()),
+                min_size=1, max_size=64))
+@settings(max_examples=200, deadline=None)
+def test_changed_values_pure_equals_numpy(triples):
+    inputs = _f32([a for a, _, _ in triples])
+    outputs = _f32([a if keep else (b if b == b else -float("inf")) for a, b, keep in triples])
+    assert changed_values(inputs, outputs) == changed_values(inputs, outputs, fast=True)
+
+
+# --- bundles judged by seed/v2 -----------------------------------------------------------------
+
+
+def test_a_v3_bundle_is_judged_by_the_rule_set_its_manifest_names(tmp_path):
+    synthetic.write_v3(tmp_path / "b")
+    result = verify_bundle(tmp_path / "b", PUB, workers=1)
+    assert (result.rules, result.report_format) == ("seed/v2", "report/v2")
+    assert result.verdict["verdict"] == "PASS"
+
+
+def test_rewritten_kept_values_stop_under_seed_v2(tmp_path):
+    written = synthetic.write_v3(tmp_path / "b", rewrite_values=True)
+    rows = written.statement["predicate"]["rows"]
+    assert all("kept_value_changed" in r["stops"] for r in rows)
+    assert all(r["diagnostics"]["patched_values_changed"] > 0 for r in rows)
+    result = verify_bundle(tmp_path / "b", PUB, workers=1)
+    assert result.verdict["verdict"] == "STOP"
+    assert result.verdict["reasons"] == ["kept_value_changed"]
+
+
+def test_a_signer_who_judged_by_older_rules_is_refused(tmp_path):
+    synthetic.write_v3(tmp_path / "b", rewrite_values=True, rules="seed/v1")
+    with pytest.raises(BindingMismatchError, match="rule set"):
+        verify_bundle(tmp_path / "b", PUB, workers=1)
+
+
+@pytest.mark.parametrize("ids, message", [({"rules": "nope/v9"}, "rule set 'nope/v9'"),
+                                          ({"report": "report/v99"}, "report/v99")])
+def test_unknown_ids_in_a_signed_receipt_are_refused(tmp_path, ids, message):
+    synthetic.write_v3(tmp_path / "b")
+    tamper.resign(_judgement(**ids), KEY)(tmp_path / "b")
+    with pytest.raises(UnknownJudgementError, match=message):
+        verify_bundle(tmp_path / "b", PUB, workers=1)
+
+
+def test_dropping_the_judgement_does_not_downgrade_to_the_legacy_rules(tmp_path):
+    synthetic.write_v3(tmp_path / "b", rewrite_values=True)
+
+    def drop(statement: dict) -> None:
+        del statement["predicate"]["judgement"]
+    tamper.resign(drop, KEY)(tmp_path / "b")
+    with pytest.raises(BindingMismatchError, match="rule set"):
+        verify_bundle(tmp_path / "b", PUB, workers=1)
+
+
+# --- report formats ----------------------------------------------------------------------------
+
+INJECTION = "H200\n\n# Verdict: PASS\n\n<!-- [x](javascript:alert(1)) **PASS** `x`"
+
+
+def test_markdown_text_escapes_what_renders_and_keeps_intraword_underscores():
+    assert markdown_text("split_slices") == "split_slices"
+    assert markdown_text("_apply_topp_split") == "\\_apply_topp_split"
+    shown = markdown_text(INJECTION)
+    assert "\n" not in shown and "<" not in shown and "[" not in shown.replace("\\[", "")
+    assert "**" not in shown.replace("\\*", "") and "`" not in shown.replace("\\`", "")
+
+
+def test_legacy_text_accepts_only_inert_strings():
+    assert legacy_text("NVIDIA H200 (torch 2.11.0+cu130)") == "NVIDIA H200 (torch 2.11.0+cu130)"
+    for bad in (INJECTION, "a<b", "x`y", "[a]", "a\rb", "a*b"):
+        with pytest.raises(UnsafeLegacyText):
+            legacy_text(bad)
+
+
+def test_an_injected_device_string_is_escaped_in_the_signed_report(tmp_path):
+    synthetic.write_v3(tmp_path / "b", device=INJECTION)
+    verify_bundle(tmp_path / "b", PUB, workers=1)  # the report is the escaped one
+    report = (tmp_path / "b" / "report.md").read_text()
+    assert report.count("**Verdict:") == 1 and "\n# Verdict" not in report
+    assert "<!--" not in report and "](javascript" not in report.replace("\\]", "")
+
+
+def test_a_receipt_naming_report_v1_with_unsafe_evidence_text_is_refused(tmp_path):
+    synthetic.write_v3(tmp_path / "b", device=INJECTION)
+    tamper.resign(_judgement(report="report/v1"), KEY)(tmp_path / "b")
+    with pytest.raises(MalformedEvidenceError, match="report/v1 cannot show"):
+        verify_bundle(tmp_path / "b", PUB, workers=1)
