@@ -659,15 +659,18 @@ def open_bundle(path: Path, public_key: Ed25519PublicKey) -> UnsafeBundleView:
         return UnsafeBundleView(statement, artifacts, sha256_hex(payload))
 
 
-def _captured_cases(artifacts: _Artifacts, layout: list[Any],
-                    predicate: dict[str, Any]) -> Iterator[Any]:
+def _captured_cases(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any],
+                    manifest: Any) -> Iterator[Any]:
     """Each case's captured bytes, decoded (and digest-checked) only when the judge asks
-    for that case, so one case is held at a time."""
+    for that case, so one case is held at a time; each checked against every value its
+    manifest entry fixes without a generator (:mod:`harness.core.input_bindings`)."""
+    from .input_bindings import check_case_inputs
     from .judge import CaseBytes, RowSpec
 
-    for case, entry in zip(layout, predicate["cases"], strict=True):
+    for case, entry, spec in zip(layout, predicate["cases"], manifest.cases, strict=True):
         logits = artifacts.decode(case.logits_path)
         p = artifacts.decode(case.p_path)
+        check_case_inputs(spec, case, logits, p)
         sides: dict[str, bytes | str] = {}
         paths = case_paths(entry)
         for side in SIDES:
@@ -709,15 +712,16 @@ def judgement(predicate: dict[str, Any], manifest: Any) -> tuple[str, str]:
 
 
 def _rerun(artifacts: _Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
-           fast: bool | None, progress: Callable[[int], None] | None, rules: str
-           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+           fast: bool | None, progress: Callable[[int], None] | None, rules: str,
+           manifest: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from .judge import judge_cases
     from .oracle import numpy_available
     from .rulesets import rule_set
 
     use_fast = numpy_available() if fast is None else fast
     with wrap_as(MalformedEvidenceError, "rerun refused the captured bytes: "):
-        rows = judge_cases(_captured_cases(artifacts, layout, predicate), workers=workers,
+        rows = judge_cases(_captured_cases(artifacts, layout, predicate, manifest),
+                           workers=workers,
                            fast=use_fast, progress=progress, rules=rules)
     recorded_rows = predicate["rows"]
     if len(rows) != len(recorded_rows):
@@ -806,7 +810,8 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         raise HarnessDriftError("harness code digest", recorded, local)
     seconds["checks"] = clock() - start
     start = clock()
-    rows, final = _rerun(artifacts, layout, predicate, workers, fast, progress, rules)
+    rows, final = _rerun(artifacts, layout, predicate, workers, fast, progress, rules,
+                         manifest)
     _check_report(artifacts, manifest, layout, predicate, rows, final, rules, report_format)
     seconds["rerun"] = clock() - start
     return Verified(

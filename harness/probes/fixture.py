@@ -35,8 +35,8 @@ def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
     return (json.dumps(manifest, indent=2) + "\n").encode()
 
 
-def _rows_for(manifest: Mapping[str, Any], case: Any,
-              rnd: random.Random) -> tuple[list[list[float]], list[float]]:
+def _rows_for(manifest: Mapping[str, Any], case: Any, rnd: random.Random,
+              lie: bool = False) -> tuple[list[list[float]], list[float]]:
     spec = next(c for c in manifest["cases"] if c["id"] == case.id)
     rows, ps = [], []
     if spec["kind"] == "forced":
@@ -45,9 +45,9 @@ def _rows_for(manifest: Mapping[str, Any], case: Any,
             for p in spec["grid"]["p"]:
                 for fid in spec["grid"]["forced_id"]:
                     row = list(background)
-                    row[fid] = to_float32(float(value))
+                    row[fid] = 50.0 if lie else to_float32(float(value))
                     rows.append(row)
-                    ps.append(runtime_p(p))
+                    ps.append(0.25 if lie else runtime_p(p))
     else:
         for _ in range(case.batch):
             rows.append([to_float32(rnd.gauss(0, 1)) for _ in range(case.vocab)])
@@ -58,7 +58,8 @@ def _rows_for(manifest: Mapping[str, Any], case: Any,
 def content(manifest: Mapping[str, Any], *, seed: int = 0,
             sources: dict[str, Any] | None = None, damage: bool = False,
             stock_failure: str | None = None, rewrite_values: bool = False,
-            rules: str | None = None, device: str | None = None) -> BundleContent:
+            rules: str | None = None, device: str | None = None,
+            lie_inputs: bool = False) -> BundleContent:
     """A complete synthetic BundleContent: patched keeps the oracle set, stock fails forced.
 
     ``sources`` is what the receipt records as ``hashes.sources`` (default: the manifest's
@@ -68,7 +69,8 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     for every kept value (a kernel that rewrites what it keeps); ``rules`` judges the rows
     by another rule set than the manifest's (a dishonest signer; default: the manifest's);
     ``device`` is the device string both sides' evidence names (untrusted text the report
-    shows).
+    shows); ``lie_inputs`` captures forced rows with value 50 and p 0.25 whatever the
+    manifest says (everything else, rows and verdict included, made from those bytes).
     """
     manifest_raw = manifest_bytes(manifest)
     parsed = parse_manifest(manifest_raw)
@@ -79,7 +81,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     outputs: dict[str, dict[str, bytes | str]] = {"stock": {}, "patched": {}}
     cases = []
     for case in layout:
-        rows, ps = _rows_for(manifest, case, rnd)
+        rows, ps = _rows_for(manifest, case, rnd, lie_inputs)
         stock: list[float] = []
         patched: list[float] = []
         for row, p, spec in zip(rows, ps, case.rows, strict=True):

@@ -157,3 +157,12 @@ def test_a_receipt_naming_report_v1_with_unsafe_evidence_text_is_refused(tmp_pat
     tamper.resign(_judgement(report="report/v1"), KEY)(tmp_path / "b")
     with pytest.raises(MalformedEvidenceError, match="report/v1 cannot show"):
         verify_bundle(tmp_path / "b", PUB, workers=1)
+
+
+# --- captured inputs bound to the manifest -----------------------------------------------------
+
+
+def test_captured_forced_values_and_p_must_be_the_manifests(tmp_path):
+    synthetic.write_v3(tmp_path / "b", lie_inputs=True)
+    with pytest.raises(BindingMismatchError, match="vs the manifest"):
+        verify_bundle(tmp_path / "b", PUB, workers=1)
