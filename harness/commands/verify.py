@@ -1,9 +1,13 @@
-"""``topp-gate verify DIR [--pubkey PUB] [--strict] [--frozen-manifest PATH]``: offline check."""
+"""``topp-gate verify DIR [--pubkey PUB] [--strict] [--frozen-manifest PATH] [--json]
+[--regenerate]``: offline check."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
@@ -34,21 +38,72 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         ".sha256 file itself; the bundle's manifest must hash to it")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="processes for the oracle rerun (default: CPUs, at most 8)")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object on stdout instead of the text lines: the "
+                        "verified verdict, rows stopped by reason, the rule set and report "
+                        "format, the receipt's provenance; on failure {\"verified\": false, "
+                        "\"code\": ..., \"detail\": ...} (exit codes unchanged)")
+    parser.add_argument("--regenerate", action="store_true",
+                        help="also rebuild every captured input from the bundle's manifest "
+                        "(CPU torch generator; needs the gpu extra) and require the same bytes")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..core.errors import HarnessError
+
+    try:
+        return _run(args)
+    except HarnessError as err:
+        if args.json:
+            print(json.dumps({"schema": "topp-gate/verify-result/v1", "verified": False,
+                              "code": err.code, "exit_code": err.exit_code,
+                              "detail": err.detail}, sort_keys=True))
+        raise
+
+
+def _run(args: argparse.Namespace) -> int:
     from ..core.errors import UsageError
-    from ..core.verify import describe_source, verify_bundle
+    from ..core.verify import verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
+    if args.regenerate:
+        from . import require_gpu_extra
+
+        require_gpu_extra("verify --regenerate")
     public_key = signer_key(args.pubkey, args.bundle)
     progress = RowProgress("verifying: oracle and gate rerun")
     result = verify_bundle(args.bundle, public_key, strict=args.strict,
                            frozen_manifest=args.frozen_manifest, workers=args.workers,
                            progress=progress.advance)
     progress.finish()
+    regenerated = _regenerate(args.bundle, public_key, result) if args.regenerate else None
+    if args.json:
+        print(json.dumps({**result.to_json(), "regenerated_inputs": regenerated},
+                         sort_keys=True))
+    else:
+        _print_text(result, regenerated)
+    return EXIT_OK if result.verdict["verdict"] == "PASS" else EXIT_STOP
+
+
+def _regenerate(path: Path, public_key: Any, result: Any) -> int:
+    """Rebuild the inputs from the very statement just verified (same payload digest)."""
+    from ..capture.regenerate import regenerate_inputs
+    from ..core.errors import BindingMismatchError
+    from ..core.verify import open_bundle
+
+    view = open_bundle(path, public_key)
+    if view.payload_sha256 != result.payload_sha256:
+        raise BindingMismatchError("bundle read again for --regenerate",
+                                   result.payload_sha256, view.payload_sha256)
+    print("regenerating the captured inputs from the manifest (CPU torch)", file=sys.stderr)
+    return regenerate_inputs(view)
+
+
+def _print_text(result: Any, regenerated: int | None) -> None:
+    from ..core.verify import describe_source
+
     v = result.verdict
     reasons = ", ".join(v["reasons"]) if v["reasons"] else "none"
     print(f"verified bundle {printable(result.path)}")
@@ -68,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
     processes = "1 process" if result.workers == 1 else f"{result.workers} processes"
     print(f"  rerun: {result.rows} rows of {result.cases} cases judged again on CPU "
           f"({processes}), identical to the receipt")
+    print(f"  judged by: rule set {result.rules}, report format {result.report_format}")
+    if regenerated is not None:
+        print(f"  inputs: {regenerated} files rebuilt from the manifest, byte for byte the "
+              "captured ones")
     print(f"  verdict: {v['verdict']} ({v['rows_stopped']} of {v['rows']} rows stopped; "
           f"reasons: {reasons})")
-    return EXIT_OK if v["verdict"] == "PASS" else EXIT_STOP

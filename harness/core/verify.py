@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,31 @@ class Verified:
     seconds: dict[str, float]  # wall time per phase: read_and_digest, checks, rerun
     rules: str  # the rule set the rows were re-judged by (the receipt's, or seed/v1)
     report_format: str  # the format report.md was regenerated in
+    stop_rows: dict[str, int]  # rows stopped per reason, from the re-judged rows
+
+    def to_json(self) -> dict[str, Any]:
+        """The verified facts for scripts (``verify --json``); only recomputed or checked
+        values, never a field the signer merely claimed."""
+        return {
+            "schema": "topp-gate/verify-result/v1",
+            "bundle": str(self.path),
+            "verified": True,
+            "verdict": self.verdict["verdict"],
+            "reasons": list(self.verdict["reasons"]),
+            "rows": self.rows,
+            "rows_stopped": self.verdict["rows_stopped"],
+            "stopped_rows_by_reason": dict(self.stop_rows),
+            "cases": self.cases,
+            "rules": self.rules,
+            "report_format": self.report_format,
+            "signer_keyid": self.keyid,
+            "manifest_sha256": self.manifest_sha256,
+            "frozen_manifest_sha256": self.frozen_manifest,
+            "payload_sha256": self.payload_sha256,
+            "harness": {"algorithm": self.harness_algorithm, "recorded": self.harness_recorded,
+                        "this_verifier": self.harness_local, "matches": self.harness_matches,
+                        "source": self.harness_source},
+        }
 
     @property
     def harness_matches(self) -> bool:
@@ -629,6 +655,12 @@ class UnsafeBundleView:
     def raw(self, name: str) -> bytes:
         return self._artifacts.raw(name)
 
+    def digest(self, name: str) -> str:
+        """The raw sha256 the signed statement binds for subject ``name``."""
+        if name not in self._artifacts.subjects:
+            raise MalformedEvidenceError(f"receipt has no subject {name!r}")
+        return self._artifacts.digest(name)
+
     def stored_path(self, name: str) -> str:
         subject = self._artifacts.subjects.get(name)
         if subject is None:
@@ -821,4 +853,5 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         harness_recorded=recorded, harness_local=local,
         harness_algorithm=predicate["harness"]["algorithm"],
         harness_source=predicate["harness"].get("source"), payload_sha256=sha256_hex(payload),
-        workers=workers, seconds=seconds, rules=rules, report_format=report_format)
+        workers=workers, seconds=seconds, rules=rules, report_format=report_format,
+        stop_rows=dict(sorted(Counter(r for row in rows for r in row["stops"]).items())))
