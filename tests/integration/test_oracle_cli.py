@@ -86,11 +86,11 @@ def _spy_paths(monkeypatch) -> list[bool]:
 
     seen: list[bool] = []
 
-    def spy(logits, p32, **kw):
+    def spy(logits, **kw):
         seen.append(kw.get("fast", False))
-        return oracle.reference(logits, p32, **kw)
+        return oracle.top_k_top_p(logits, **kw)
 
-    monkeypatch.setattr(command, "reference", spy)
+    monkeypatch.setattr(command, "top_k_top_p", spy)
     return seen
 
 
