@@ -1,5 +1,6 @@
-"""``topp-gate oracle FILE --p P [--vocab V] [--json] [--pure] [--exact]``: the binary64
-reference on raw logits, optionally beside the exact-real count."""
+"""``topp-gate oracle FILE [--p P] [--k K] [--vocab V] [--json] [--pure] [--exact]``: the
+binary64 reference on raw logits (top-k then top-p by the predeclared convention of
+``harness.core.oracle.top_k_top_p``), optionally beside the exact-real count."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, UsageError
-from ..core.f32 import hexf, row_length, rows, runtime_p
-from ..core.oracle import SCAN, Ambiguous, numpy_available, reference
+from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, InvalidKError, UsageError
+from ..core.f32 import hexf, row_length, rows, runtime_p, runtime_top_p
+from ..core.oracle import SCAN, Ambiguous, OracleOutcome, numpy_available, top_k_top_p
 from ..core.safeio import read_regular_file
 
 MAX_LOGITS_BYTES = 1 << 30  # 256 Mi float32 values; a larger file is refused, not read
@@ -21,14 +22,17 @@ MAX_LOGITS_BYTES = 1 << 30  # 256 Mi float32 values; a larger file is refused, n
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = sub.add_parser(
         "oracle",
-        help="binary64 top-p reference for raw little-endian float32 logits",
+        help="binary64 top-k/top-p reference for raw little-endian float32 logits",
         description="Run the independent binary64 oracle on FILE (raw little-endian float32 "
-        "logits: one row, or rows of --vocab values). P is a decimal converted to float32 "
-        "first, as the kernel does. Exit 0 when every row is certified, 3 when any boundary "
-        "is ambiguous, 2 on bad input.",
+        "logits: one row, or rows of --vocab values; -inf is a masked token). P is a decimal "
+        "converted to float32 first, as the kernel does. With --k, top-k keeps the first "
+        "min(K, unmasked) tokens in canonical order and top-p runs on those alone; --k "
+        "without --p (or P >= 1) is top-k only. Exit 0 when every row is certified, 3 when "
+        "any boundary is ambiguous, 2 on bad input.",
     )
     parser.add_argument("file", type=Path, metavar="FILE")
-    parser.add_argument("--p", required=True, metavar="P", help="top-p, e.g. 0.9")
+    parser.add_argument("--p", metavar="P", help="top-p, e.g. 0.9 (needed unless --k)")
+    parser.add_argument("--k", metavar="K", help="top-k, an integer >= 1 (applied first)")
     parser.add_argument("--vocab", type=int, metavar="V", help="row length (default: one row)")
     parser.add_argument("--json", action="store_true",
                         help='one JSON object per row: {"row": i, "count": n, "kept": [...]}')
@@ -59,9 +63,32 @@ def _rows(data: bytes, vocab: int | None, use_numpy: bool) -> Iterator[Sequence[
         yield values[start : start + length]
 
 
+def _parse_k(given: str | None) -> int | None:
+    if given is None:
+        return None
+    try:
+        k = int(given, 10)
+    except ValueError:
+        raise InvalidKError(given) from None
+    if k < 1:
+        raise InvalidKError(given)
+    return k
+
+
+def _parse_p(given: str | None, k: int | None) -> float | None:
+    """float32 p; without --k it must be in (0, 1) (the seed's); with --k, absent or >= 1
+    means top-k only (None)."""
+    if k is None:
+        if given is None:
+            raise UsageError("oracle needs --p P, --k K, or both")
+        return runtime_p(given)
+    return None if given is None else runtime_top_p(given)
+
+
 def run(args: argparse.Namespace) -> int:
     data = read_regular_file(args.file, "logits file", MAX_LOGITS_BYTES)
-    p32 = runtime_p(args.p)
+    k = _parse_k(args.k)
+    p32 = _parse_p(args.p, k)
     if args.fast and not numpy_available():
         raise UsageError("--fast needs numpy (pip install 'topp-gate[gpu]' or numpy)")
     if args.exact:
@@ -71,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     use_numpy = not args.pure and numpy_available()
     # Every row is judged (and any bad row refused, exit 2) before anything is printed:
     # the output is all rows or nothing.
-    outcomes = [(row, reference(row, p32, row=i, fast=use_numpy))
+    outcomes = [(row, top_k_top_p(row, p32=p32, k=k, row=i, fast=use_numpy))
                 for i, row in enumerate(_rows(data, args.vocab, use_numpy))]
     ambiguous = False
     lines = []
@@ -84,11 +111,12 @@ def run(args: argparse.Namespace) -> int:
             binary64, start = None, outcome.scan_count
         else:
             record = {"row": i, "count": outcome.count, "kept": list(outcome.kept)}
-            text = (f"row {i}: keep {outcome.count} of {vocab} tokens "
-                    f"(p float32 {hexf(p32)}, {SCAN} scan, fsum-certified)")
+            text = f"row {i}: keep {outcome.count} of {vocab} tokens ({_how(outcome, p32)})"
             binary64, start = outcome.count, outcome.count
+        if k is not None:
+            record["k"] = k
         if args.exact:
-            exact_record, exact_text = _exact(row, p32, i, binary64, start)
+            exact_record, exact_text = _exact(row, p32, k, i, binary64, start)
             record.update(exact_record)
             text += exact_text
         lines.append(json.dumps(record, separators=(",", ":")) if args.json else text)
@@ -98,13 +126,27 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_AMBIGUOUS if ambiguous else EXIT_OK
 
 
-def _exact(row: Sequence[float], p32: float, index: int, binary64: int | None,
-           start: int) -> tuple[dict[str, Any], str]:
+def _how(outcome: OracleOutcome, p32: float | None) -> str:
+    """The text line's parenthesis: what was applied and how it was certified."""
+    parts = []
+    if outcome.k is not None:
+        parts.append(f"top-k {outcome.k}" + ("" if outcome.top_k_applied else " (no cut)"))
+    if p32 is None:
+        parts.append("no top-p")
+    else:
+        parts.append(f"p float32 {hexf(p32)}, {SCAN} scan, fsum-certified")
+    if outcome.masked:
+        parts.append(f"{outcome.masked} masked")
+    return "; ".join(parts)
+
+
+def _exact(row: Sequence[float], p32: float | None, k: int | None, index: int,
+           binary64: int | None, start: int) -> tuple[dict[str, Any], str]:
     """The exact-real fields of a row's JSON object and a sentence for its text line."""
     from ..core.exact import ExactCount, describe, exact_count, outcome_json
 
     values = row.tolist() if hasattr(row, "tolist") else list(row)
-    outcome = exact_count(values, p32, start=start, row=index)
+    outcome = exact_count(values, p32, k=k, start=start, row=index)
     if not isinstance(outcome, ExactCount):
         verdict = "binary64 count not checked"
     elif binary64 is None:

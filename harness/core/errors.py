@@ -78,6 +78,22 @@ class InvalidPError(InvalidInputError):
         )
 
 
+class InvalidKError(InvalidInputError):
+    code = "invalid_k"
+
+    def __init__(self, given: object) -> None:
+        self.given = given
+        super().__init__(f"k={given!r} is not valid; top-k needs an integer k >= 1")
+
+
+class AllMaskedRowError(InvalidInputError):
+    code = "all_masked_row"
+
+    def __init__(self, row: int) -> None:
+        self.row = row
+        super().__init__(f"row {row} has every logit at -inf (masked): nothing can be kept")
+
+
 class ShapeError(InvalidInputError):
     code = "bad_shape"
 

@@ -35,6 +35,12 @@ logits are equal and ``n = p * V``). Otherwise ``D_k != 0`` and its sign is deci
   the rest of the row weighs about e^-1e30. Summing prefix and suffix separately and
   comparing two rounded balls could not decide such a row at any precision.
 
+Top-k and masked tokens follow the oracle's predeclared convention
+(``harness.core.oracle.top_k_top_p``): a -inf logit is masked (never kept, not in any sum);
+with ``k`` the exact nucleus is computed over the first ``min(k, unmasked)`` tokens in
+canonical order only (the multiset of their logits; W is their total weight); without
+top-p (p None or >= 1) the count is that prefix's length, method :data:`TOP_K_ONLY`.
+
 The search walks from a starting count (the binary64 oracle's), checking
 ``D_{n-1} < 0 <= D_n``; it gallops and bisects if the start is far off. A sign still
 undecided at :data:`PRECISION_CAP` bits makes the row :class:`Undecided`, reported with the
@@ -53,7 +59,6 @@ triton or numpy.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -63,9 +68,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from .errors import EmptyRowError, MissingExtraError, NonFiniteLogitError
+from .errors import InvalidPError, MissingExtraError
 from .f32 import decode
-from .oracle import Ambiguous, checked_p, reference
+from .oracle import (
+    Ambiguous,
+    canonical_order,
+    checked_k,
+    checked_p,
+    checked_top_p,
+    top_k_top_p,
+    unmasked_count,
+)
 
 if TYPE_CHECKING:
     from flint import arb
@@ -78,6 +91,7 @@ PRECISION_CAP = PRECISIONS[-1]
 EXACT_EQUALITY = "exact-equality"  # D_n == 0: every coefficient is exactly 0
 EXACT_SIGN = "exact-sign"  # every nonzero coefficient has one sign
 BALL = "ball"  # the sign of a ball enclosing D, at some precision
+TOP_K_ONLY = "top-k-only"  # no top-p: the count is the top-k prefix by definition
 UNDECIDED = "undecided"
 
 
@@ -364,30 +378,39 @@ def _method(count: int, below: _Sign, at: _Sign) -> ExactCount:
     return ExactCount(count, EXACT_SIGN)
 
 
-def _check_logits(logits: Sequence[float], row: int) -> None:
-    if len(logits) == 0:
-        raise EmptyRowError(f"row {row}")
-    if not all(map(math.isfinite, logits)):
-        token = next(i for i, v in enumerate(logits) if not math.isfinite(v))
-        raise NonFiniteLogitError(row, token, logits[token])
-
-
-def exact_count(logits: Sequence[float], p32: float, *, start: int | None = None,
-                row: int = 0, precisions: Sequence[int] = PRECISIONS) -> ExactOutcome:
+def exact_count(logits: Sequence[float], p32: float | None, *, k: int | None = None,
+                start: int | None = None, row: int = 0,
+                precisions: Sequence[int] = PRECISIONS) -> ExactOutcome:
     """The exact-real nucleus count of one row of float32 logits (as Python floats).
 
-    ``start`` is where the search begins (the binary64 oracle's count; computed here when
-    omitted). Refuses what the oracle refuses (typed errors, exit 2).
+    Without ``k`` and without masked (-inf) tokens this is the seed's question, with the
+    seed's refusals (p must be in (0, 1)). With ``k`` or masked tokens it follows the
+    oracle's top-k/top-p convention (module docstring). ``start`` is where the search
+    begins (the binary64 oracle's count; computed here when omitted). Refuses what the
+    oracle refuses (typed errors, exit 2).
     """
     require_exact()
-    p32 = checked_p(p32)
-    _check_logits(logits, row)
+    kk = checked_k(k)
+    if kk is not None:
+        p = checked_top_p(p32)
+    elif p32 is None:
+        raise InvalidPError(p32, None)
+    else:
+        p = checked_p(p32)
+    unmasked = unmasked_count(logits, row)
     if not precisions or list(precisions) != sorted(set(precisions)):
         raise ValueError("precisions must be strictly increasing")
+    candidates = unmasked if kk is None else min(kk, unmasked)
+    if candidates < len(logits):  # top-k cuts the row, or tokens are masked
+        values = [logits[i] for i in canonical_order(logits)[:candidates]]
+    else:
+        values = list(logits)
+    if p is None:
+        return ExactCount(candidates, TOP_K_ONLY)
     if start is None:
-        outcome = reference(logits, p32, row=row)
+        outcome = top_k_top_p(logits, p32=p, k=kk, row=row)
         start = outcome.scan_count if isinstance(outcome, Ambiguous) else outcome.count
-    return _Row(logits, p32, precisions).count(start)
+    return _Row(values, p, precisions).count(start)
 
 
 # --- many rows ---------------------------------------------------------------------------------

@@ -89,6 +89,19 @@ def runtime_p(given: str | float) -> float:
     return p32
 
 
+def runtime_top_p(given: str | float) -> float | None:
+    """:func:`runtime_p` for top-k rows: a float32 p that is finite and >= 1 means no top-p
+    (None); otherwise the same refusals."""
+    try:
+        p64 = float(given)
+    except (TypeError, ValueError):
+        raise InvalidPError(given, None) from None
+    p32 = to_float32(p64)
+    if math.isfinite(p32) and p32 >= 1.0:
+        return None
+    return runtime_p(given)
+
+
 def hexf(value: float) -> str:
     """IEEE-754 hex string of a float, for bit-exact JSON."""
     return float.hex(value)

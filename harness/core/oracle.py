@@ -17,6 +17,24 @@ smallest canonical prefix whose unnormalized binary64 weight reaches ``p * norma
 
 This is a deterministic double-precision reference, not an exact-real nucleus proof.
 
+Top-k, then top-p (:func:`top_k_top_p`, predeclared before any run). A token whose logit is
+-inf is *masked* (a grammar mask, a banned word): it has weight 0 and is never kept; +inf
+and NaN are refused, and so is a row whose every logit is -inf. With ``U`` the number of
+unmasked tokens:
+
+* top-k keeps exactly ``min(k, U)`` tokens, the first in canonical order (so an exact tie
+  at the k boundary keeps the lowest ids); ``k`` is an integer >= 1, absent means no top-k;
+* top-p then runs the procedure above on those tokens alone: their weights
+  ``exp(l - max)`` in canonical order, normalizer ``math.fsum`` over their weights only,
+  ``target = p * normalizer``, the same Neumaier scan and the same two fsum
+  certifications, the same :class:`Ambiguous` outcome;
+* p absent (None) or p >= 1.0 means no top-p: the outcome is the top-k prefix itself,
+  certified trivially (``count = min(k, U)``);
+* k absent or k >= U with p in (0, 1) is the procedure above unchanged; on a row without
+  masked tokens the outcome equals :func:`reference`'s bit for bit (tests prove it).
+
+:func:`reference` stays the seed's procedure exactly: finite logits only, p in (0, 1).
+
 Cost: linear in the vocabulary apart from the sort; the pure scan stops at the boundary.
 An optional numpy fast path (``fast=True``) does the sort, the max subtraction and the
 scan's two sequential accumulations vectorized; every operation it uses is an IEEE-754
@@ -32,8 +50,14 @@ from dataclasses import dataclass, field
 from itertools import islice, repeat
 from typing import Any
 
-from .errors import EmptyRowError, InvalidPError, NonFiniteLogitError
-from .f32 import to_float32
+from .errors import (
+    AllMaskedRowError,
+    EmptyRowError,
+    InvalidKError,
+    InvalidPError,
+    NonFiniteLogitError,
+)
+from .f32 import NEG_INF, to_float32
 
 SCAN = "neumaier"
 
@@ -49,13 +73,23 @@ class Certified:
     prefix_at_count: float  # fsum of the first ``count`` weights (>= target)
     prefix_below_count: float  # fsum of the first ``count - 1`` weights (< target)
     weights: tuple[float, ...] = field(repr=False, compare=False)  # canonical order
+    k: int | None = None  # the top-k asked for (None: no top-k)
+    top_k_applied: bool = False  # k < the number of unmasked tokens: top-k cut the row
+    top_p_applied: bool = True  # False: p absent or >= 1, the count is the top-k prefix
+    masked: int = 0  # tokens at -inf (never kept)
 
     status = "certified"
 
     def prefix_reaches_target(self, length: int) -> bool:
-        """Whether the canonical prefix of ``length`` tokens reaches target (fsum)."""
+        """Whether the canonical prefix of ``length`` tokens reaches target (fsum).
+
+        ``weights`` hold the top-k candidates only. Without top-p the count is the top-k
+        prefix by definition, so a prefix "reaches" exactly when it is that long.
+        """
         if length <= 0:
             return False
+        if not self.top_p_applied:
+            return length >= self.count
         return math.fsum(self.weights[:length]) >= self.target
 
 
@@ -68,6 +102,10 @@ class Ambiguous:
     normalizer: float
     prefix_at_count: float
     prefix_below_count: float
+    k: int | None = None
+    top_k_applied: bool = False
+    top_p_applied: bool = True
+    masked: int = 0
 
     status = "oracle_boundary_ambiguous"
 
@@ -82,6 +120,45 @@ def checked_p(p32: float) -> float:
     if not (math.isfinite(p32) and 0.0 < p32 < 1.0):
         raise InvalidPError(p32, p32)
     return p32
+
+
+def checked_top_p(p32: float | None) -> float | None:
+    """The top-p of :func:`top_k_top_p`: None when absent or >= 1.0 (no top-p), else a
+    float32 value strictly inside (0, 1); anything else (NaN, infinite, <= 0, not float32)
+    is refused."""
+    if p32 is None:
+        return None
+    if (isinstance(p32, float) and math.isfinite(p32) and to_float32(p32) == p32
+            and p32 >= 1.0):
+        return None
+    return checked_p(p32)
+
+
+def checked_k(k: int | None) -> int | None:
+    """An integer k >= 1, or None (no top-k). A bool or a non-integer is refused."""
+    if k is None:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InvalidKError(k)
+    return k
+
+
+def unmasked_count(logits: Sequence[float], row: int) -> int:
+    """How many logits are not masked (-inf); refuses an empty row, NaN, +inf, and a row
+    that is all -inf."""
+    if len(logits) == 0:
+        raise EmptyRowError(f"row {row}")
+    if all(map(math.isfinite, logits)):
+        return len(logits)
+    masked = 0
+    for token, value in enumerate(logits):
+        if value == NEG_INF:
+            masked += 1
+        elif not math.isfinite(value):
+            raise NonFiniteLogitError(row, token, value)
+    if masked == len(logits):
+        raise AllMaskedRowError(row)
+    return len(logits) - masked
 
 
 def _check_logits(logits: Sequence[float], row: int) -> None:
@@ -122,9 +199,28 @@ def _neumaier_scan(weights: Sequence[float], target: float) -> int:
     return count
 
 
+@dataclass(frozen=True)
+class _Request:
+    """What one row is asked: top-p (None: none), k (None: none), unmasked token count."""
+
+    p32: float | None
+    k: int | None
+    unmasked: int
+
+    @property
+    def candidates(self) -> int:
+        """How many canonical-order tokens top-k leaves (all unmasked ones without k)."""
+        return self.unmasked if self.k is None else min(self.k, self.unmasked)
+
+    def labels(self, size: int) -> dict[str, Any]:
+        return {"k": self.k, "top_k_applied": self.k is not None and self.k < self.unmasked,
+                "top_p_applied": self.p32 is not None, "masked": size - self.unmasked}
+
+
 def _certify(weights: Sequence[float], order: Sequence[int], count: int, target: float,
-             normalizer: float) -> OracleOutcome:
+             normalizer: float, labels: dict[str, Any] | None = None) -> OracleOutcome:
     """Certify the scan's candidate with fsum; ``order`` needs at least ``count`` ids."""
+    extra = labels or {}
     at = math.fsum(islice(weights, count))
     below = math.fsum(islice(weights, count - 1)) if count > 1 else 0.0
     if at >= target and below < target:
@@ -136,24 +232,72 @@ def _certify(weights: Sequence[float], order: Sequence[int], count: int, target:
             prefix_at_count=at,
             prefix_below_count=below,
             weights=tuple(weights),
+            **extra,
         )
-    return Ambiguous(count, target, normalizer, at, below)
+    return Ambiguous(count, target, normalizer, at, below, **extra)
+
+
+def _top_k_only(weights: Sequence[float], order: Sequence[int],
+                labels: dict[str, Any]) -> Certified:
+    """No top-p: the top-k prefix is the outcome, certified by definition (target is the
+    normalizer, as p = 1 would give)."""
+    count = len(weights)
+    normalizer = math.fsum(weights)
+    below = math.fsum(islice(weights, count - 1)) if count > 1 else 0.0
+    return Certified(count=count, kept=tuple(order[:count]), target=normalizer,
+                     normalizer=normalizer, prefix_at_count=normalizer,
+                     prefix_below_count=below, weights=tuple(weights), **labels)
+
+
+def _judge(weights: Sequence[float], order: Sequence[int], request: _Request,
+           size: int, scan: Any) -> OracleOutcome:
+    labels = request.labels(size)
+    if request.p32 is None:
+        return _top_k_only(weights, order, labels)
+    normalizer = math.fsum(weights)
+    target = request.p32 * normalizer
+    count = scan(weights, target)
+    return _certify(weights, order, count, target, normalizer, labels)
 
 
 def reference(logits: Sequence[float], p32: float, *, row: int = 0,
               fast: bool = False) -> OracleOutcome:
-    """Run the oracle on one row. ``logits`` are float32 values as Python floats."""
+    """The seed's oracle on one row: finite float32 logits (as Python floats), p in (0, 1).
+
+    Exactly the seed's procedure (the module docstring); for top-k, masked tokens or
+    p >= 1 use :func:`top_k_top_p`.
+    """
     p32 = checked_p(p32)
+    if not fast:
+        _check_logits(logits, row)
+    request = _Request(p32, None, len(logits))
+    return _run(logits, request, row, fast, strict=True)
+
+
+def top_k_top_p(logits: Sequence[float], *, p32: float | None, k: int | None,
+                row: int = 0, fast: bool = False) -> OracleOutcome:
+    """Top-k then top-p on one row, by the predeclared convention (module docstring).
+
+    ``p32`` is a float32 value in (0, 1), or None / >= 1.0 for no top-p; ``k`` an integer
+    >= 1 or None for no top-k. Logits at -inf are masked; NaN and +inf are refused.
+    """
+    p = checked_top_p(p32)
+    kk = checked_k(k)
     if fast:
-        return _reference_numpy(logits, p32, row)
-    _check_logits(logits, row)
+        return _run(logits, _Request(p, kk, -1), row, fast, strict=False)
+    request = _Request(p, kk, unmasked_count(logits, row))
+    return _run(logits, request, row, fast, strict=False)
+
+
+def _run(logits: Sequence[float], request: _Request, row: int, fast: bool,
+         strict: bool) -> OracleOutcome:
+    if fast:
+        return _reference_numpy(logits, request, row, strict)
     order = canonical_order(logits)
+    order = order[: request.candidates]
     top = logits[order[0]]
     weights = [math.exp(logits[i] - top) for i in order]
-    normalizer = math.fsum(weights)
-    target = p32 * normalizer
-    count = _neumaier_scan(weights, target)
-    return _certify(weights, order, count, target, normalizer)
+    return _judge(weights, order, request, len(logits), _neumaier_scan)
 
 
 def _canonical_order_numpy(values: Any) -> Any:
@@ -177,14 +321,25 @@ def _canonical_order_numpy(values: Any) -> Any:
     return (np.sort(keys) & np.uint64(0xFFFFFFFF)).astype(np.int64)
 
 
-def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOutcome:
-    """Same procedure, numpy for the sort and the scan's accumulations (bit-identical)."""
+def _reference_numpy(logits: Sequence[float], request: _Request, row: int,
+                     strict: bool) -> OracleOutcome:
+    """Same procedure, numpy for the sort and the scan's accumulations (bit-identical).
+
+    ``request.unmasked`` is counted here (pass -1); ``strict`` refuses -inf as the seed's
+    procedure does."""
     import numpy as np  # optional: only the fast path needs it
 
     values = np.asarray(logits, dtype=np.float64)
-    if values.size == 0 or not np.isfinite(values).all():
-        _check_logits(values.tolist(), row)  # the same typed error as the pure path
-    order_arr = _canonical_order_numpy(values)
+    finite = np.isfinite(values)
+    if values.size == 0 or not finite.all():
+        listed = values.tolist()
+        if strict:
+            _check_logits(listed, row)  # the same typed error as the pure path
+        unmasked = unmasked_count(listed, row)
+    else:
+        unmasked = int(values.size)
+    request = _Request(request.p32, request.k, unmasked)
+    order_arr = _canonical_order_numpy(values)[: request.candidates]  # -inf sort last
     shifted = values[order_arr] - values[order_arr[0]]  # exact-rounded, same as Python
     # Canonical order makes ``shifted`` non-increasing, so the weights that math.exp sends
     # to exactly 0.0 (every x below EXP_UNDERFLOW_BELOW, far under ln of half the smallest
@@ -192,10 +347,13 @@ def _reference_numpy(logits: Sequence[float], p32: float, row: int) -> OracleOut
     live = int(np.count_nonzero(shifted >= EXP_UNDERFLOW_BELOW))
     weights = list(map(math.exp, shifted[:live].tolist()))
     weights.extend(repeat(0.0, shifted.size - live))
+    labels = request.labels(int(values.size))
+    if request.p32 is None:
+        return _top_k_only(weights, order_arr.tolist(), labels)
     normalizer = math.fsum(weights)
-    target = p32 * normalizer
+    target = request.p32 * normalizer
     count = _neumaier_scan_numpy(np.asarray(weights, dtype=np.float64), target)
-    return _certify(weights, order_arr[:count].tolist(), count, target, normalizer)
+    return _certify(weights, order_arr[:count].tolist(), count, target, normalizer, labels)
 
 
 SCAN_CHUNK = 16384

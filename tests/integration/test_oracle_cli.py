@@ -86,11 +86,11 @@ def _spy_paths(monkeypatch) -> list[bool]:
 
     seen: list[bool] = []
 
-    def spy(logits, p32, **kw):
+    def spy(logits, **kw):
         seen.append(kw.get("fast", False))
-        return oracle.reference(logits, p32, **kw)
+        return oracle.top_k_top_p(logits, **kw)
 
-    monkeypatch.setattr(command, "reference", spy)
+    monkeypatch.setattr(command, "top_k_top_p", spy)
     return seen
 
 
@@ -166,3 +166,78 @@ def test_exact_without_the_extra_exits_2_with_one_line(tmp_path, capsys, monkeyp
     assert captured.out == ""
     assert captured.err.count("\n") == 1
     assert "needs the exact extra: pip install 'topp-gate[exact]'" in captured.err
+
+
+# --- --k: top-k, then top-p (the predeclared convention) ---------------------------------------
+
+
+def test_k_json_lines_carry_k_and_k_alone_is_top_k_only(tmp_path, capsys):
+    # row 0 [3, 1, 2, 2]: top-k 2 keeps ids 0 and 2 (the 2.0 tie keeps the lower id);
+    # row 1 [0, -inf, 5, 5]: the masked token is never kept
+    f = write_f32(tmp_path / "x.f32", [3.0, 1.0, 2.0, 2.0, 0.0, float("-inf"), 5.0, 5.0])
+    assert main(["oracle", f, "--k", "2", "--vocab", "4", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [{"row": 0, "count": 2, "kept": [0, 2], "k": 2},
+                     {"row": 1, "count": 2, "kept": [2, 3], "k": 2}]
+    assert main(["oracle", f, "--k", "3", "--p", "0.75", "--vocab", "4", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0] == {"row": 0, "count": 2, "kept": [0, 2], "k": 3}  # 1 + 2/e normalizer
+    assert main(["oracle", f, "--k", "3", "--p", "1", "--vocab", "4"]) == 0
+    assert "no top-p" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--k", "0"], "invalid_k"),
+    (["--k", "-3", "--p", "0.5"], "invalid_k"),
+    (["--k", "2.5"], "invalid_k"),
+    (["--k", "2", "--p", "0"], "invalid_p"),
+    (["--k", "2", "--p", "nan"], "invalid_p"),
+    ([], "usage"),
+])
+def test_bad_k_or_missing_p_exits_2(tmp_path, capsys, args, needle):
+    f = write_f32(tmp_path / "x.f32", [0.0, 1.0])
+    assert main(["oracle", f, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_all_masked_row_exits_2(tmp_path, capsys):
+    f = write_f32(tmp_path / "x.f32", [float("-inf")] * 2)
+    assert main(["oracle", f, "--k", "1"]) == 2
+    assert "all_masked_row" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", [[], ["--pure"]], ids=["default", "pure"])
+def test_oracle_k_agrees_with_the_independent_implementation_on_fresh_rows(tmp_path, capsys,
+                                                                          path):
+    """``topp-gate oracle --k`` against tests/unit/test_oracle_topk.py's independent
+    implementation, on rows drawn from a fresh seed (printed on failure)."""
+    import os
+    import random
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+    from test_oracle_topk import MARGIN, bf16, independent
+
+    from harness.core.f32 import to_float32
+
+    seed = int.from_bytes(os.urandom(8), "little")
+    rnd = random.Random(seed)
+    vocab, batch = 1500, 8
+    values = []
+    for r in range(batch):
+        row = [to_float32(rnd.gauss(0.0, 2.0)) for _ in range(vocab)]
+        if r % 2:
+            row = [bf16(v) for v in row]
+        values.extend(row)
+    f = write_f32(tmp_path / "x.f32", values)
+    for k, p in ((rnd.randint(1, 3000), "0.9"), (rnd.randint(1, 300), None)):
+        args = ["oracle", f, "--k", str(k), "--vocab", str(vocab), "--json", *path]
+        assert main(args + (["--p", p] if p else [])) == 0
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        for r, line in enumerate(lines):
+            row = values[r * vocab : (r + 1) * vocab]
+            count, kept, margin = independent(row, to_float32(float(p)) if p else None, k)
+            if margin > MARGIN:
+                assert line == {"row": r, "count": count, "kept": kept, "k": k}, seed

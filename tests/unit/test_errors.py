@@ -38,6 +38,8 @@ TREE = {
     "EmptyRowError": ("InvalidInputError", "empty_row", EXIT_USAGE),
     "NonFiniteLogitError": ("InvalidInputError", "non_finite_logit", EXIT_USAGE),
     "InvalidPError": ("InvalidInputError", "invalid_p", EXIT_USAGE),
+    "InvalidKError": ("InvalidInputError", "invalid_k", EXIT_USAGE),
+    "AllMaskedRowError": ("InvalidInputError", "all_masked_row", EXIT_USAGE),
     "ShapeError": ("InvalidInputError", "bad_shape", EXIT_USAGE),
     "LimitError": ("InvalidInputError", "over_limit", EXIT_USAGE),
     "ManifestError": ("InvalidInputError", "bad_manifest", EXIT_USAGE),
