@@ -31,6 +31,7 @@ from typing import Any
 
 from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import SourcesError, UsageError
+from . import safegit
 from .closure import closure
 from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
 from .sources import KERNEL_PATH, cache_root, write_tree
@@ -121,30 +122,28 @@ def tree_files(root: Path) -> FileSet:
 
 
 def tree_version(root: Path) -> str:
-    """vLLM's version of a checkout: ``vllm/_version.py`` if built, else ``git describe``."""
+    """vLLM's version of a checkout: ``vllm/_version.py`` if built, else ``git describe``
+    of the checkout's own repository (never one above it; ``-dirty`` from our clean flag)."""
     version_py = root / "vllm" / "_version.py"
     if version_py.is_file():
         match = _VERSION_PY.search(version_py.read_text("utf-8", "replace"))
         if match:
             return match.group(1)
-    described = _git(root, "describe", "--tags", "--always", "--dirty")
-    return described.lstrip("v") if described else "unknown"
-
-
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                              text=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    commit = safegit.head_commit(root)
+    described = safegit.git(root, "describe", "--tags", "--always", commit) if commit else None
+    if not described:
+        return "unknown"
+    dirty = "" if safegit.is_clean(root, commit or "") else "-dirty"
+    return described.lstrip("v") + dirty
 
 
 def tree_origin(root: Path) -> dict[str, Any]:
-    """The checkout's commit and clean flag (``git status --porcelain`` prints nothing)."""
-    commit = _git(root, "rev-parse", "HEAD")
-    status = _git(root, "status", "--porcelain") if commit else None
-    return {"kind": SOURCE_TREE, "commit": commit, "clean": commit is not None and status == ""}
+    """The checkout's commit and clean flag (harness/capture/safegit.py: git runs nothing
+    from the tree, and the flag sees index tricks). A folder inside another repository is
+    not a checkout: ``commit: null, clean: false``."""
+    commit = safegit.head_commit(root)
+    return {"kind": SOURCE_TREE, "commit": commit,
+            "clean": commit is not None and safegit.is_clean(root, commit)}
 
 
 def _metadata_files(names: Collection[str]) -> list[str]:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
 from .row_progress import RowProgress
 from .signer import add_pubkey_argument, signer_key
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from ..core.verify import Verified
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -37,17 +44,55 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.set_defaults(handler=run)
 
 
+def _require_bundle_folder(bundle: Path) -> None:
+    """A missing path or a file is the caller's mistake (exit 2), not a tampered bundle (4);
+    a link or other non-folder is left to the verifier, which refuses it as evidence."""
+    from ..core.errors import UsageError
+
+    if not os.path.lexists(bundle):
+        raise UsageError(f"no bundle at {printable(bundle)}: give the bundle's folder")
+    if not bundle.is_symlink() and not bundle.is_dir():
+        raise UsageError(f"{printable(bundle)} is not a folder: give the bundle's folder "
+                         "(the one holding receipt.dsse.json)")
+
+
+def _verify_with_signer_keys(args: argparse.Namespace, progress: RowProgress) -> Verified:
+    """``--pubkey``, else each built-in project key in turn (the one the envelope names
+    first): a bundle is accepted only under a key trusted anyway, and a failure names
+    every key tried."""
+    from ..core.errors import SignatureError
+    from ..core.keys import keyid, project_public_keys
+    from ..core.verify import verify_bundle
+
+    def attempt(public_key: Ed25519PublicKey) -> Verified:
+        return verify_bundle(args.bundle, public_key, strict=args.strict,
+                             frozen_manifest=args.frozen_manifest, workers=args.workers,
+                             progress=progress.advance)
+
+    if args.pubkey is not None:
+        return attempt(signer_key(args.pubkey, args.bundle))
+    first = signer_key(None, args.bundle)
+    keys = [first, *(k for k in project_public_keys().values() if keyid(k) != keyid(first))]
+    for public_key in keys:
+        try:
+            return attempt(public_key)
+        except SignatureError as err:
+            if "no signature verifies" not in str(err):
+                raise
+    tried = ", ".join(keyid(k) for k in keys)
+    raise SignatureError(f"no signature verifies with the built-in topp-gate project keys "
+                         f"(key ids tried: {tried}); pass the signer's key with --pubkey PUB")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import UsageError
-    from ..core.verify import describe_source, verify_bundle
+    from ..core.verify import describe_source
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    public_key = signer_key(args.pubkey, args.bundle)
+    _require_bundle_folder(args.bundle)
     progress = RowProgress("verifying: oracle and gate rerun")
-    result = verify_bundle(args.bundle, public_key, strict=args.strict,
-                           frozen_manifest=args.frozen_manifest, workers=args.workers,
-                           progress=progress.advance)
+    result = _verify_with_signer_keys(args, progress)
     progress.finish()
     v = result.verdict
     reasons = ", ".join(v["reasons"]) if v["reasons"] else "none"
