@@ -31,6 +31,7 @@ from typing import Any
 
 from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import SourcesError, UsageError
+from ..core.terminal import printable
 from . import safegit
 from .closure import closure
 from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
@@ -77,7 +78,7 @@ def download_release(version: str, cache: Path) -> Path:
         proc = subprocess.run(cmd, stdout=sys.stderr, check=False)
         wheels = sorted(Path(tmp).glob("vllm-*.whl"))
         if proc.returncode != 0 or len(wheels) != 1:
-            raise SourcesError(f"pip could not download the vLLM {version} wheel "
+            raise SourcesError(f"pip could not download the vLLM {printable(version)} wheel "
                                f"(exit {proc.returncode}); check the version and the network")
         return keep_wheel(wheels[0], cache, move=True)
 
@@ -158,7 +159,7 @@ def _metadata_files(names: Collection[str]) -> list[str]:
 def pin_files(fileset: FileSet, version: str) -> tuple[dict[str, str], list[str], list[str]]:
     """(path -> sha256, placeholders, third-party packages) of the kernel's closure."""
     if KERNEL_PATH not in fileset.names:
-        raise SourcesError(f"vLLM {version} does not ship {KERNEL_PATH}; nothing to pin")
+        raise SourcesError(f"vLLM {printable(version)} does not ship {KERNEL_PATH}; nothing to pin")
     found = closure(fileset.names, fileset.read)
     paths = set(found.files) | set(_metadata_files(fileset.names))
     files = {path: sha256_hex(fileset.read(path)) for path in sorted(paths)}
