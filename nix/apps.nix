@@ -33,6 +33,14 @@ let
     gpuPkgs.gnugrep
     gpuPkgs.gnused
   ];
+  # Triton's interpreter on nixpkgs' CPU torch and Triton: no CUDA closure (nix/envs.nix).
+  interpreterInputs = [
+    envs.interpreter
+    pkgs.stdenv.cc
+    pkgs.coreutils
+    pkgs.gnugrep
+    pkgs.gnused
+  ];
 in
 if vllmSourcesDir == null then
   {
@@ -53,6 +61,18 @@ else
             manifests = "${manifests}";
             vllmSources = "${vllmSourcesDir}";
             cc = "${gpuPkgs.stdenv.cc}/bin/cc";
+          };
+      };
+      gate-interpreter = pkgs.writeShellApplication {
+        name = "topp-gate-run-interpreter";
+        runtimeInputs = interpreterInputs;
+        text =
+          builtins.readFile ./gate-interpreter.sh
+          + "\n"
+          + render ./gate.sh {
+            manifests = "${manifests}";
+            vllmSources = "${vllmSourcesDir}";
+            cc = "${pkgs.stdenv.cc}/bin/cc";
           };
       };
       probe = gpuPkgs.writeShellApplication {
@@ -76,6 +96,7 @@ else
     apps = {
       verify = app wrappers.verify "Verify a topp-gate evidence bundle offline (no GPU, no torch)";
       gate = app wrappers.gate "Run the predeclared split top-p gate, sign the bundle and verify it";
+      gate-interpreter = app wrappers.gate-interpreter "Run the gate in Triton's interpreter on CPU torch and Triton (no CUDA closure)";
       probe = app wrappers.probe "Run topp-gate's breakage probes on the pinned vLLM kernels";
     };
   }

@@ -6,7 +6,8 @@
 #                  smoke-interpreter (the frozen smoke manifest through the real vLLM
 #                  kernels in Triton's interpreter on the Nix-built sources, verified and
 #                  compared with the committed smoke bundle), vllm-stock, vllm-patched,
-#                  vllm-sources (the pinned trees build and check), gate, probe.
+#                  vllm-sources (the pinned trees build and check), gate,
+#                  gate-interpreter (no CUDA closure), probe.
 {
   pkgs,
   src,
@@ -19,11 +20,20 @@ let
   # The test suite, from a writable copy of the source, with no GPU and no network.
   pytestCheck =
     name: pytestArgs:
-    pkgs.runCommand name { nativeBuildInputs = [ envs.tests ]; } ''
+    pkgs.runCommand name {
+      # git for the tests that make their own repository (tests/unit/test_pinning.py's
+      # `git init`); the source copy has no .git, so the tests that read this project's
+      # history skip and say so (tests/conftest.py `needs_git_history`, docs/nix.md).
+      nativeBuildInputs = [
+        envs.tests
+        pkgs.git
+      ];
+    } ''
       cp -r ${src} source
       chmod -R u+w source
       cd source
       export HOME="$TMPDIR" CUDA_VISIBLE_DEVICES="" TOPP_GATE_CACHE="$TMPDIR/cache"
+      export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null
       export TOPP_GATE_SOURCES="${vllmSources.dir}"
       python -m pytest -q -p no:cacheprovider ${pytestArgs}
       touch "$out"
@@ -53,10 +63,13 @@ in
       cpu-tests = pytestCheck "topp-gate-cpu-tests" ''-m "not gpu and not sources" tests'';
       # tests/integration/test_end_to_end.py is CI's end-to-end test (6.4 minutes on 2
       # cores outside Nix): run, verify, compare with evidence/bundles/smoke-interpreter-*.
+      # What it requires on nixpkgs' torch, Triton and Python (docs/nix.md): the same
+      # captured inputs, the same per-row results and the same verdict; the kernel output
+      # bytes only where torch, Triton and Python are the versions the committed bundle ran.
       smoke-interpreter = pytestCheck "topp-gate-smoke-interpreter" "tests/integration/test_end_to_end.py";
       vllm-stock = vllmSources.stock;
       vllm-patched = vllmSources.patched;
       vllm-sources = vllmSources.dir;
-      inherit (wrappers) gate probe;
+      inherit (wrappers) gate gate-interpreter probe;
     }
 )

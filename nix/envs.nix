@@ -39,10 +39,12 @@ let
       pname = "topp-gate-editable";
       inherit (ps.topp-gate) version;
       root = "$TOPP_GATE_ROOT";
+      # [project].dependencies of pyproject.toml, as for ps.topp-gate
       dependencies = [
         ps.jsonschema
         ps.cryptography
         ps.rfc8785
+        ps.numpy
       ];
       scripts.topp-gate = "harness.cli:main";
     };
@@ -84,6 +86,17 @@ in
         ]
         ++ kernelDeps ps
         ++ devTools ps
+      );
+      # `nix run .#gate-interpreter`: kernel runs in Triton's interpreter on a CPU, with the
+      # source-built torch and triton of the nixpkgs imported without CUDA or unfree packages.
+      interpreter = cpuPkgs.python3.withPackages (
+        ps:
+        [
+          ps.topp-gate
+          ps.torch
+          ps.triton
+        ]
+        ++ kernelDeps ps
       );
       # The CPU test suite and the smoke run: source-built torch and triton, no CUDA.
       tests = cpuPkgs.python3.withPackages (

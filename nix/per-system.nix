@@ -84,7 +84,8 @@ let
         vllm-patched = vllmSources.patched;
         vllm-sources = vllmSources.dir;
         gpu-env = envs.gpu;
-        inherit (wrappers) gate probe;
+        interpreter-env = envs.interpreter;
+        inherit (wrappers) gate gate-interpreter probe;
       }
     else
       { }
@@ -142,6 +143,8 @@ in
     }
     // (if withGate then { inherit vllmSources; } else { })
   );
-  # `nix fmt`: nixpkgs' nixfmt, the RFC 166 style nixpkgs itself is formatted with.
-  formatter = cpuPkgs.nixfmt;
+  # `nix fmt`: nixpkgs' nixfmt-tree (treefmt running nixfmt, the RFC 166 style, on every
+  # .nix file of the tree). Plain nixfmt reads stdin when `nix fmt` passes no arguments,
+  # as newer Nix does; nixfmt-tree's own description recommends it for `formatter`.
+  formatter = cpuPkgs.nixfmt-tree;
 }

@@ -47,9 +47,18 @@ let
   );
   gateProblems =
     map (n: "missing packages.${n}") (
-      missing packages [ "vllm-stock" "vllm-patched" "vllm-sources" "gpu-env" "gate" "probe" ]
+      missing packages [
+        "vllm-stock"
+        "vllm-patched"
+        "vllm-sources"
+        "gpu-env"
+        "interpreter-env"
+        "gate"
+        "gate-interpreter"
+        "probe"
+      ]
     )
-    ++ map (n: "missing apps.${n}") (missing apps [ "gate" "probe" ])
+    ++ map (n: "missing apps.${n}") (missing apps [ "gate" "gate-interpreter" "probe" ])
     ++ (if packages ? vllm-stock && packages ? vllm-patched then wheelProblems else [ ])
     ++ (
       if config.allowUnfree && config.cudaSupport && config.cudaCapabilities == [ "9.0" ] then

@@ -9,6 +9,7 @@
   jsonschema,
   cryptography,
   rfc8785,
+  numpy,
 }:
 let
   project = (builtins.fromTOML (builtins.readFile ../pyproject.toml)).project;
@@ -39,6 +40,7 @@ buildPythonPackage {
     jsonschema
     cryptography
     rfc8785
+    numpy
   ];
   doCheck = false;
   pythonImportsCheck = [ "harness" ];

@@ -30,6 +30,9 @@ import sys
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from ..core.errors import SourcesError
+from ..core.terminal import printable
+
 KERNEL_MODULE = "vllm.v1.sample.ops.topk_topp_triton"
 ROOTS = (
     KERNEL_MODULE,
@@ -107,6 +110,24 @@ def compiled_modules(names: Collection[str], read: Callable[[str], bytes]) -> se
     return found
 
 
+def _imports_of(path: str, source: bytes, module: str, is_package: bool) -> list[str]:
+    """``module_level_imports`` of one file. A file Python cannot parse (a syntax error,
+    null bytes, nesting deeper than the parser or this walk can follow) is bad input in
+    the user's tree, not a fault of the harness: a typed error naming the file (exit 2)."""
+    try:
+        tree = ast.parse(source, filename=path)
+        return module_level_imports(tree, module, is_package)
+    except SyntaxError as err:
+        where = f" line {err.lineno}" if err.lineno else ""
+        raise SourcesError(f"{printable(path)}{where} is not valid Python "
+                           f"({printable(err.msg or 'syntax error')}); the import closure "
+                           "cannot be found") from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise SourcesError(f"{printable(path)} cannot be parsed ({type(err).__name__}: nested "
+                           "too deeply or not source text); the import closure cannot be "
+                           "found") from None
+
+
 def closure(names: Collection[str], read: Callable[[str], bytes]) -> Closure:
     """The kernel module's import closure within the file set ``names``."""
     names = set(names)
@@ -134,8 +155,7 @@ def closure(names: Collection[str], read: Callable[[str], bytes]) -> Closure:
         files.add(path)
         parts = module.split(".")
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
-        tree = ast.parse(read(path), filename=path)
-        for name in module_level_imports(tree, module, is_package):
+        for name in _imports_of(path, read(path), module, is_package):
             top = name.split(".")[0]
             if top == "vllm":
                 todo.append(name)

@@ -28,6 +28,7 @@ from ..core.errors import UsageError
 from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, load_manifest
 from ..core.names import SIDES, SINGLE, SPLIT
 from ..core.safeio import read_regular_file
+from ..core.terminal import printable
 from .pinfile import PinFile, load_pin_file
 from .sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
 
@@ -129,7 +130,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         spec = sides[name]
         entries[name] = _side_entry(spec, load_pin_file(spec.pin), out.parent, root)
     described = ", ".join(
-        f"{name} vLLM {entries[name]['version']} ({entries[name]['dispatch']} path"
+        f"{name} vLLM {printable(entries[name]['version'])} ({entries[name]['dispatch']} path"
         + (", patched" if "patch" in entries[name] else "") + ")" for name in SIDES)
     document = {
         "schema": SCHEMA_V2,

@@ -17,6 +17,7 @@ from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 from ..core.manifest import Manifest
 from ..core.names import PIN_FILE_COPIED_FIELDS, SIDES
 from ..core.safeio import read_regular_file
+from ..core.terminal import printable
 from .pinfile import WHEEL, load_pin_file
 from .sources import MAX_PATCH_BYTES, Side, fetch_wheel, patched_side, resolve_tree, verified_wheel
 
@@ -51,9 +52,9 @@ def prepare_pinned_sides(manifest: Manifest, *, cache: Path, sources: Path | Non
         side = pinned_side(manifest, name)
         if sources is None and not (cache / "trees" / side.digest).exists():
             if side.origin is None or side.origin.get("kind") != WHEEL:
-                raise SourcesError(f"{name} sources (a source tree pin, vLLM {side.version}) "
-                                   "are not in the cache; pin the tree again on this machine "
-                                   "or pass --sources DIR")
+                raise SourcesError(f"{name} sources (a source tree pin, vLLM "
+                                   f"{printable(side.version)}) are not in the cache; pin the "
+                                   "tree again on this machine or pass --sources DIR")
             if verified_wheel(side, cache) is None:
                 say(f"fetching {side.wheel} (pinned sha256 {side.wheel_sha256[:12]}...)")
                 fetch_wheel(side, cache)

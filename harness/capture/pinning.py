@@ -31,6 +31,8 @@ from typing import Any
 
 from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import SourcesError, UsageError
+from ..core.terminal import printable
+from . import safegit
 from .closure import closure
 from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
 from .sources import KERNEL_PATH, cache_root, write_tree
@@ -76,7 +78,7 @@ def download_release(version: str, cache: Path) -> Path:
         proc = subprocess.run(cmd, stdout=sys.stderr, check=False)
         wheels = sorted(Path(tmp).glob("vllm-*.whl"))
         if proc.returncode != 0 or len(wheels) != 1:
-            raise SourcesError(f"pip could not download the vLLM {version} wheel "
+            raise SourcesError(f"pip could not download the vLLM {printable(version)} wheel "
                                f"(exit {proc.returncode}); check the version and the network")
         return keep_wheel(wheels[0], cache, move=True)
 
@@ -121,30 +123,28 @@ def tree_files(root: Path) -> FileSet:
 
 
 def tree_version(root: Path) -> str:
-    """vLLM's version of a checkout: ``vllm/_version.py`` if built, else ``git describe``."""
+    """vLLM's version of a checkout: ``vllm/_version.py`` if built, else ``git describe``
+    of the checkout's own repository (never one above it; ``-dirty`` from our clean flag)."""
     version_py = root / "vllm" / "_version.py"
     if version_py.is_file():
         match = _VERSION_PY.search(version_py.read_text("utf-8", "replace"))
         if match:
             return match.group(1)
-    described = _git(root, "describe", "--tags", "--always", "--dirty")
-    return described.lstrip("v") if described else "unknown"
-
-
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True,
-                              text=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    commit = safegit.head_commit(root)
+    described = safegit.git(root, "describe", "--tags", "--always", commit) if commit else None
+    if not described:
+        return "unknown"
+    dirty = "" if safegit.is_clean(root, commit or "") else "-dirty"
+    return described.lstrip("v") + dirty
 
 
 def tree_origin(root: Path) -> dict[str, Any]:
-    """The checkout's commit and clean flag (``git status --porcelain`` prints nothing)."""
-    commit = _git(root, "rev-parse", "HEAD")
-    status = _git(root, "status", "--porcelain") if commit else None
-    return {"kind": SOURCE_TREE, "commit": commit, "clean": commit is not None and status == ""}
+    """The checkout's commit and clean flag (harness/capture/safegit.py: git runs nothing
+    from the tree, and the flag sees index tricks). A folder inside another repository is
+    not a checkout: ``commit: null, clean: false``."""
+    commit = safegit.head_commit(root)
+    return {"kind": SOURCE_TREE, "commit": commit,
+            "clean": commit is not None and safegit.is_clean(root, commit)}
 
 
 def _metadata_files(names: Collection[str]) -> list[str]:
@@ -159,7 +159,7 @@ def _metadata_files(names: Collection[str]) -> list[str]:
 def pin_files(fileset: FileSet, version: str) -> tuple[dict[str, str], list[str], list[str]]:
     """(path -> sha256, placeholders, third-party packages) of the kernel's closure."""
     if KERNEL_PATH not in fileset.names:
-        raise SourcesError(f"vLLM {version} does not ship {KERNEL_PATH}; nothing to pin")
+        raise SourcesError(f"vLLM {printable(version)} does not ship {KERNEL_PATH}; nothing to pin")
     found = closure(fileset.names, fileset.read)
     paths = set(found.files) | set(_metadata_files(fileset.names))
     files = {path: sha256_hex(fileset.read(path)) for path in sorted(paths)}

@@ -13,35 +13,24 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import harness
 
+from . import safegit
+
 COMMIT_ENV = "TOPP_GATE_SOURCE_COMMIT"
 CLEAN_ENV = "TOPP_GATE_SOURCE_CLEAN"
 _COMMIT = re.compile(r"[0-9a-f]{40}")
-GIT_TIMEOUT_S = 20
-
-
-def _git(root: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc.stdout if proc.returncode == 0 else None
 
 
 def source_revision(root: Path | None = None) -> dict[str, Any]:
     """``{"commit": hex|None, "clean": bool|None, "how": "git"|"environment"|"unknown"}``."""
     checkout = Path(root) if root is not None else Path(harness.__file__).resolve().parent.parent
-    if (checkout / ".git").exists():
-        head = _git(checkout, "rev-parse", "HEAD")
-        status = _git(checkout, "status", "--porcelain")
-        if head is not None and _COMMIT.fullmatch(head.strip()) and status is not None:
-            return {"commit": head.strip(), "clean": status.strip() == "", "how": "git"}
+    head = safegit.head_commit(checkout)  # git runs nothing from the tree (safegit.py)
+    if head is not None and _COMMIT.fullmatch(head):
+        return {"commit": head, "clean": safegit.is_clean(checkout, head), "how": "git"}
     claimed = os.environ.get(COMMIT_ENV, "").strip()
     if _COMMIT.fullmatch(claimed):
         clean = {"1": True, "0": False}.get(os.environ.get(CLEAN_ENV, "").strip())

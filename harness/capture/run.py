@@ -15,6 +15,7 @@ complete, signed bundle. There is no retry inside a run.
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
@@ -24,7 +25,8 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from ..core.oracle import numpy_available
 from ..core.report import DEFAULT_REPORT
 from ..core.rulesets import rule_set
+from ..core.terminal import printable
 from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
@@ -241,38 +244,60 @@ def _environment(results: Mapping[str, SideResult],
 
 def scratch_prefix(out: Path) -> str:
     """Scratch folders of a run (and the writer's temporary bundle) live beside the output,
-    named ``.<out name>.partial-<pid>-XXXX``: never in a shared /tmp, and recognisable, with
-    their owner, by the next run for the same output."""
+    named ``.<out name>.partial-<pid>-XXXX``: never in a shared /tmp, and recognisable by
+    the next run for the same output. The pid is informative only (another PID namespace
+    may reuse it): who owns scratch is decided by the output's claim (``claim_output``)."""
     return f".{out.name}.partial-{os.getpid()}-"
 
 
+def claim_path(out: Path) -> Path:
+    parent = out.parent if str(out.parent) else Path(".")
+    return parent / f".{out.name}.lock"
+
+
+@contextmanager
+def claim_output(out: Path) -> Iterator[None]:
+    """Hold ``--out`` for this run, before any kernel runs: an exclusive ``flock`` on
+    ``.<name>.lock`` beside it (kernel-level, so it holds across PID namespaces and
+    containers sharing the folder), then ``out`` must not exist. A second run into the same
+    ``--out`` is refused at once instead of after its kernels."""
+    lock = claim_path(out)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        raise UsageError(f"cannot claim {printable(out)}: {printable(lock)}: "
+                         f"{err.strerror or err}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise UsageError(f"another run is writing {printable(out)} (it holds "
+                             f"{printable(lock)}); give another --out") from None
+        if os.path.lexists(out):  # checked under the claim: a finished run's bundle
+            raise UsageError(f"{printable(out)} already exists; a run never overwrites a "
+                             "bundle")
+        yield
+    finally:
+        # unlinked while still held: a run that opens the old file fails to lock it, one
+        # that makes a new file finds the bundle (or no bundle) under its own claim
+        with suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+
+
 def remove_stale_scratch(out: Path) -> list[Path]:
-    """Remove what a killed run for ``out`` left beside it: ``.<name>.partial-<pid>-*``
-    folders whose owner process no longer exists. Returns the folders removed."""
+    """Remove what a killed run for ``out`` left beside it: ``.<name>.partial-*`` folders
+    not of this process. Call it only under ``claim_output(out)``: no other live run for
+    ``out`` can then own scratch, whatever its pid. Returns the folders removed."""
     removed = []
-    pattern = re.compile(re.escape(f".{out.name}.partial-") + r"(\d+)-")
+    mine = scratch_prefix(out)
     parent = out.parent if str(out.parent) else Path(".")
     for entry in parent.glob(f".{glob.escape(out.name)}.partial-*"):
-        match = pattern.match(entry.name)
-        if match is None or not entry.is_dir() or entry.is_symlink():
-            continue
-        if _process_alive(int(match.group(1))):
+        if entry.name.startswith(mine) or not entry.is_dir() or entry.is_symlink():
             continue
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry)
     return removed
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -286,6 +311,14 @@ def run_gate(options: RunOptions, *, progress: Progress | None = None,
     if os.path.lexists(options.out):
         raise UsageError(f"{options.out} already exists; a run never overwrites a bundle")
     _prepare_parent(options.out)  # fail now, not after the kernels have run
+    with claim_output(options.out):
+        return _run_claimed(options, manifest, started, progress=progress,
+                            row_progress=row_progress, on_rows=on_rows)
+
+
+def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
+                 progress: Progress | None, row_progress: Callable[[int], None] | None,
+                 on_rows: Callable[[int], None] | None) -> RunOutcome:
     backend = resolve_backend(options.backend, manifest)
     key = load_private_key(options.key, owner_only=True)  # refused if group/other may read
     limits = dict(manifest.limits)
@@ -349,7 +382,7 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]], bac
         if timeout <= 0:
             run_stops.append("run_timeout")
             timeout = 0.001  # the child is started and killed: recorded as timeout
-        _say(progress, f"{name}: vLLM {side.version} on {backend} "
+        _say(progress, f"{name}: vLLM {printable(side.version)} on {backend} "
                        f"({len(layout)} cases, timeout {timeout:.0f} s)")
         t0 = time.monotonic()
         results[name] = run_side(side, tree, backend, num_sm, work / "cases.json",

@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "folders above PREFIX with mode 0700. Keep the private key out of bundles, logs and "
         "repositories; give auditors the .pub file.",
     )
-    parser.add_argument("--out", required=True, type=Path, metavar="PREFIX",
-                        help="path prefix for PREFIX.key and PREFIX.pub")
+    parser.add_argument("--out", required=True, metavar="PREFIX",
+                        help="path prefix for PREFIX.key and PREFIX.pub (not a folder: "
+                        "DIR/signing writes DIR/signing.key and DIR/signing.pub)")
     parser.set_defaults(handler=run)
 
 
@@ -41,11 +42,28 @@ def _make_private_parents(prefix: Path) -> None:
                              f"{err.strerror or err}") from None
 
 
+def _prefix(text: str) -> Path:
+    """``--out`` as a key path prefix. A folder (existing, or named with a trailing slash)
+    is refused: the keys would land beside it as ``DIR.key`` (for a top-level folder, at
+    the filesystem root)."""
+    if not text or Path(text).name in ("", ".", ".."):
+        from ..capture.signing import key_paths
+
+        key_paths(Path(text))  # refuses it: "names no file"
+    example = os.path.join(text, "signing")
+    if text.endswith(os.sep) or (os.altsep and text.endswith(os.altsep)) or os.path.isdir(text):
+        raise UsageError(f"--out {printable(text)} names a folder; give a path prefix inside "
+                         f"it, e.g. --out {printable(example)} (writes signing.key and "
+                         "signing.pub there)")
+    return Path(text)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..capture.signing import write_keypair
 
-    _make_private_parents(args.out)
-    private_path, public_path, kid = write_keypair(args.out)
+    prefix = _prefix(args.out)
+    _make_private_parents(prefix)
+    private_path, public_path, kid = write_keypair(prefix)
     print(f"private key: {printable(private_path)} (mode 0600; never put it in a bundle or a "
           "repository)")
     print(f"public key:  {printable(public_path)}")

@@ -11,8 +11,18 @@ from pathlib import Path
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
 
-DEFAULT_MANIFEST = Path("evidence/manifests/h200-forced-logit-gate.json")
+# The default manifest is the installed package's frozen copy (harness/data/manifests/,
+# byte-identical to evidence/manifests/, held so by test), so `run` works from any
+# directory; every path given on the command line is the caller's (relative to the cwd).
+DEFAULT_MANIFEST_NAME = "h200-forced-logit-gate.json"
 DEFAULT_KEY = Path("~/.config/topp-gate/signing.key")
+
+
+def packaged_manifest(name: str = DEFAULT_MANIFEST_NAME) -> Path:
+    """The installed package's frozen manifest NAME (beside its .sha256), as a file path."""
+    from importlib import resources
+
+    return Path(str(resources.files("harness").joinpath("data", "manifests", name)))
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,8 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "schema-validated bundle to --out. Exit 0 on PASS, 1 on STOP (the bundle is still "
         "complete and signed), 2 when refused before anything ran.",
     )
-    parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST,
-                        help=f"frozen manifest (default: {DEFAULT_MANIFEST})")
+    parser.add_argument("--manifest", type=Path, default=None,
+                        help="frozen manifest (default: the installed package's copy of "
+                        f"evidence/manifests/{DEFAULT_MANIFEST_NAME})")
     parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto",
                         help="auto (default) takes the manifest's required backend; naming "
                         "another one is refused")
@@ -59,6 +70,22 @@ def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def _require_key(key: Path) -> None:
+    """A missing signing key is refused before anything runs, saying how to make one."""
+    from ..core.errors import UsageError
+
+    if os.path.lexists(key):
+        return
+    if str(key).endswith(".key"):
+        prefix = str(key)[: -len(".key")]
+        how = f"make one with 'topp-gate keygen --out {printable(prefix)}'"
+    else:
+        how = (f"make one with 'topp-gate keygen --out {printable(key)}' and pass "
+               f"--key {printable(key)}.key")
+    raise UsageError(f"no signing key at {printable(key)}: {how} (a new Ed25519 key pair; "
+                     "give auditors the .pub file)")
+
+
 def run(args: argparse.Namespace) -> int:
     from . import require_gpu_extra
 
@@ -68,9 +95,11 @@ def run(args: argparse.Namespace) -> int:
     from ..capture.run import RunOptions, run_gate
 
     key = args.key or Path(os.environ.get("TOPP_GATE_KEY") or DEFAULT_KEY).expanduser()
+    _require_key(key)
+    manifest = args.manifest if args.manifest is not None else packaged_manifest()
     sources = args.sources or (Path(os.environ["TOPP_GATE_SOURCES"])
                                if os.environ.get("TOPP_GATE_SOURCES") else None)
-    options = RunOptions(manifest=args.manifest, out=args.out, key=key, backend=args.backend,
+    options = RunOptions(manifest=manifest, out=args.out, key=key, backend=args.backend,
                          sources=sources, cache=args.cache, patch=args.patch,
                          workers=args.workers, repeats=args.repeats)
     with RunProgress() as progress:

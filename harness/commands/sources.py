@@ -64,10 +64,11 @@ def run_pin(args: argparse.Namespace) -> int:
     from ..capture.pinning import pin
 
     result = pin(args.spec, args.out, cache=args.cache)
-    print(f"vLLM {result.version}: {result.files} files, placeholders "
-          f"{', '.join(result.placeholders) or 'none'}; tree cached at {result.tree}",
+    print(f"vLLM {printable(result.version)}: {result.files} files, placeholders "
+          f"{', '.join(result.placeholders) or 'none'}; tree cached at {printable(result.tree)}",
           file=sys.stderr)
-    print(f"third-party packages imported: {', '.join(result.third_party)}", file=sys.stderr)
+    print(f"third-party packages imported: {printable(', '.join(result.third_party))}",
+          file=sys.stderr)
     print(printable(result.path))
     return EXIT_OK
 
@@ -82,12 +83,13 @@ def run(args: argparse.Namespace) -> int:
         names = SIDES if args.side == "all" else (args.side,)
         for name in names:
             side = pins.side(name)
-            print(f"{name}: vLLM {side.version}: fetching {side.wheel} (pip shows progress)",
+            print(f"{name}: vLLM {printable(side.version)}: fetching {printable(side.wheel)} "
+                  "(pip shows progress)",
                   file=sys.stderr, flush=True)
             wheel = sources.fetch_wheel(side, cache, find_links=args.find_links)
             tree = sources.extract_tree(side, wheel, cache / "trees")
-            print(f"{name}: vLLM {side.version}: wheel verified, {len(side.files)} files "
-                  f"verified in {tree}")
+            print(f"{name}: vLLM {printable(side.version)}: wheel verified, "
+                  f"{len(side.files)} files verified in {printable(tree)}")
         return EXIT_OK
     if args.action == "export" and args.pin:
         return _export_pins(args.pin, cache, args.dir)
@@ -101,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
             trees["patched"] = sources.resolve_tree(patched, cache=cache)
         written = sources.export_trees((stock, patched), trees, args.dir)
         for side, tree in zip((stock, patched), written, strict=True):
-            print(f"{side.name}: vLLM {side.version}: {len(side.files)} files verified in "
-                  f"{printable(tree)}")
+            print(f"{side.name}: vLLM {printable(side.version)}: {len(side.files)} files "
+                  f"verified in {printable(tree)}")
         return EXIT_OK
     if args.action == "show":
         report, drift = [], None
@@ -132,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
                 status = entry["tree_status"]
                 if status == "verified":
                     status = f"verified at {entry['tree']}"
-                print(f"{entry['side']}: vLLM {entry['version']} kernel "
+                print(f"{entry['side']}: vLLM {printable(entry['version'])} kernel "
                       f"{entry['kernel_sha256'][:16]}… tree {entry['tree_sha256'][:16]}… "
                       f"{status}")
         if drift is not None:
@@ -154,6 +156,6 @@ def _export_pins(pin_paths: list[Path], cache: Path, dest: Path) -> int:
             sources.fetch_wheel(side, cache)
         tree = sources.resolve_tree(side, cache=cache)
         (written,) = sources.export_trees((side,), {side.name: tree}, dest)
-        print(f"{printable(path)}: vLLM {side.version}: {len(side.files)} files verified in "
-              f"{printable(written)}")
+        print(f"{printable(path)}: vLLM {printable(side.version)}: {len(side.files)} files "
+              f"verified in {printable(written)}")
     return EXIT_OK

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
 from .row_progress import RowProgress
 from .signer import add_pubkey_argument, signer_key
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    from ..core.verify import Verified
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -49,6 +55,47 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.set_defaults(handler=run)
 
 
+def _require_bundle_folder(bundle: Path) -> None:
+    """A missing path or a file is the caller's mistake (exit 2), not a tampered bundle (4);
+    a link or other non-folder is left to the verifier, which refuses it as evidence."""
+    from ..core.errors import UsageError
+
+    if not os.path.lexists(bundle):
+        raise UsageError(f"no bundle at {printable(bundle)}: give the bundle's folder")
+    if not bundle.is_symlink() and not bundle.is_dir():
+        raise UsageError(f"{printable(bundle)} is not a folder: give the bundle's folder "
+                         "(the one holding receipt.dsse.json)")
+
+
+def _verify_with_signer_keys(args: argparse.Namespace, progress: RowProgress
+                             ) -> tuple[Verified, Ed25519PublicKey]:
+    """``--pubkey``, else each built-in project key in turn (the one the envelope names
+    first): a bundle is accepted only under a key trusted anyway, and a failure names
+    every key tried. Returns what was verified and the key it verified under."""
+    from ..core.errors import SignatureError
+    from ..core.keys import keyid, project_public_keys
+    from ..core.verify import verify_bundle
+
+    def attempt(public_key: Ed25519PublicKey) -> tuple[Verified, Ed25519PublicKey]:
+        return verify_bundle(args.bundle, public_key, strict=args.strict,
+                             frozen_manifest=args.frozen_manifest, workers=args.workers,
+                             progress=progress.advance), public_key
+
+    if args.pubkey is not None:
+        return attempt(signer_key(args.pubkey, args.bundle))
+    first = signer_key(None, args.bundle)
+    keys = [first, *(k for k in project_public_keys().values() if keyid(k) != keyid(first))]
+    for public_key in keys:
+        try:
+            return attempt(public_key)
+        except SignatureError as err:
+            if "no signature verifies" not in str(err):
+                raise
+    tried = ", ".join(keyid(k) for k in keys)
+    raise SignatureError(f"no signature verifies with the built-in topp-gate project keys "
+                         f"(key ids tried: {tried}); pass the signer's key with --pubkey PUB")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import HarnessError
 
@@ -64,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from ..core.errors import UsageError
-    from ..core.verify import verify_bundle
 
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
@@ -72,11 +118,9 @@ def _run(args: argparse.Namespace) -> int:
         from . import require_gpu_extra
 
         require_gpu_extra("verify --regenerate")
-    public_key = signer_key(args.pubkey, args.bundle)
+    _require_bundle_folder(args.bundle)
     progress = RowProgress("verifying: oracle and gate rerun")
-    result = verify_bundle(args.bundle, public_key, strict=args.strict,
-                           frozen_manifest=args.frozen_manifest, workers=args.workers,
-                           progress=progress.advance)
+    result, public_key = _verify_with_signer_keys(args, progress)
     progress.finish()
     regenerated = _regenerate(args.bundle, public_key, result) if args.regenerate else None
     if args.json:

@@ -76,10 +76,74 @@ let
   pythonVersion = "3.13";
   pyPrefix = "python${pythonVersion}";
 
+  # PEP 503 name normalization, as python-runtime-deps-check-hook.py's normalize_name:
+  # runs of - _ . become one -, lower case.
+  lower = builtins.replaceStrings upperCase lowerCase;
+  upperCase = builtins.genList (i: builtins.substring i 1 "ABCDEFGHIJKLMNOPQRSTUVWXYZ") 26;
+  lowerCase = builtins.genList (i: builtins.substring i 1 "abcdefghijklmnopqrstuvwxyz") 26;
+  normalizeName =
+    name:
+    lower (
+      builtins.concatStringsSep "-" (builtins.filter builtins.isString (builtins.split "[-_.]+" name))
+    );
+
+  # pkgs/development/interpreters/python/hooks/python-runtime-deps-check-hook.py (the
+  # pythonRuntimeDepsCheckHook that mk-python-derivation.nix adds to every pyproject build,
+  # unless dontCheckRuntimeDeps): every Requires-Dist of the built wheel's METADATA must be
+  # an installed distribution, else "  - <name> not installed" and the build fails. The
+  # stub cannot build the wheel, so it reads what setuptools writes into Requires-Dist:
+  # [project].dependencies of the source's pyproject.toml, minus pythonRemoveDeps. The real
+  # hook evaluates markers; the stub ignores only `extra == ...` requirements (none of ours
+  # has another marker) and treats any other one as required. Installed means: a pname among
+  # dependencies and propagatedBuildInputs, or among theirs (the build's site-packages).
+  requiredDists =
+    attrs:
+    let
+      project = (builtins.fromTOML (builtins.readFile "${attrs.src}/pyproject.toml")).project or { };
+      requirement = r: {
+        name = normalizeName (builtins.head (builtins.match "[[:space:]]*([A-Za-z0-9][A-Za-z0-9._-]*).*" r));
+        extraOnly = builtins.match ".*;.*extra[[:space:]]*==.*" r != null;
+      };
+      removed = map normalizeName (attrs.pythonRemoveDeps or [ ]);
+    in
+    map (r: r.name) (
+      builtins.filter (r: !r.extraOnly && !builtins.elem r.name removed) (
+        map requirement (project.dependencies or [ ])
+      )
+    );
+  installedDists =
+    pkgs:
+    builtins.concatMap (
+      p:
+      let
+        inner = p.stubAttrs or { };
+      in
+      [ (normalizeName (inner.pname or p.name)) ]
+      ++ installedDists ((inner.dependencies or [ ]) ++ (inner.propagatedBuildInputs or [ ]))
+    ) (builtins.filter builtins.isAttrs pkgs);
+  runtimeDepsCheck =
+    attrs:
+    let
+      checked =
+        (attrs.pyproject or false || (attrs.format or "") == "pyproject")
+        && !(attrs.dontCheckRuntimeDeps or false)
+        && attrs ? src;
+      installed = installedDists ((attrs.dependencies or [ ]) ++ (attrs.propagatedBuildInputs or [ ]));
+      missing = builtins.filter (n: !builtins.elem n installed) (requiredDists attrs);
+    in
+    if checked && missing != [ ] then
+      throw (
+        "topp-gate nix stub: pythonRuntimeDepsCheckHook fails the build of ${attrs.pname}: "
+        + builtins.concatStringsSep ", " (map (n: "${n} not installed") missing)
+      )
+    else
+      true;
+
   # pkgs/development/interpreters/python/mk-python-derivation.nix (buildPythonPackage):
   # the name is python3.13-<pname>-<version>; overridePythonAttrs rebuilds with new args.
   buildPythonPackage =
     attrs:
+    assert runtimeDepsCheck attrs;
     fake "${pyPrefix}-${attrs.pname}-${attrs.version}" attrs
     // {
       overridePythonAttrs =
@@ -272,10 +336,18 @@ let
     gnused = fake "gnused-stub" { };
     gnugrep = fake "gnugrep-stub" { };
     findutils = fake "findutils-stub" { };
+    # pkgs/applications/version-management/git/default.nix
+    git = fake "git-stub" { meta.mainProgram = "git"; };
     # pkgs/by-name/ru/ruff/package.nix
     ruff = fake "ruff-stub" { meta.mainProgram = "ruff"; };
     # pkgs/by-name/ni/nixfmt/package.nix (the RFC 166 formatter, `nix fmt`)
     nixfmt = fake "nixfmt-stub" { meta.mainProgram = "nixfmt"; };
+    # pkgs/by-name/ni/nixfmt-tree/package.nix: treefmt.withConfig running nixfmt on *.nix
+    # (meta.mainProgram treefmt), what nixpkgs recommends for a flake's `formatter`
+    nixfmt-tree = fake "nixfmt-tree" {
+      runtimeInputs = [ "nixfmt-stub" ];
+      meta.mainProgram = "treefmt";
+    };
   };
 
   # pkgs/development/interpreters/python/default.nix (python3 = python313)

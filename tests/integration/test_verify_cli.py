@@ -58,9 +58,10 @@ def test_verify_strict_fails_on_harness_drift(capsys):
     assert "harness_drift" in capsys.readouterr().err
 
 
-def test_missing_bundle_is_a_verification_failure(tmp_path, capsys):
-    assert main(["verify", str(tmp_path / "absent"), "--pubkey", PUB]) == 4
-    assert "malformed_evidence" in capsys.readouterr().err
+def test_missing_bundle_is_usage(tmp_path, capsys):
+    # a path that is not there is the caller's mistake (2), not a tampered bundle (4)
+    assert main(["verify", str(tmp_path / "absent"), "--pubkey", PUB]) == 2
+    assert "no bundle at" in capsys.readouterr().err
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):

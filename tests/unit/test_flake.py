@@ -62,7 +62,10 @@ def _eval(expr: str) -> object:
         "out = flake.outputs { self = { outPath = ./.; }; nixpkgs = ./nix/stub; }; "
         f"in {expr}"
     )
-    done = _run("nix-instantiate", "--eval", "--strict", "--json", "-E", full)
+    # read-write: the stub's pythonRuntimeDepsCheckHook reads the package's pyproject.toml
+    # from its (filtered) source, which Nix must copy into the store first
+    rw = ["--read-write-mode"] if _store_writable() else []
+    done = _run("nix-instantiate", "--eval", "--strict", "--json", *rw, "-E", full)
     return json.loads(done.stdout)
 
 
@@ -138,12 +141,23 @@ def test_output_names() -> None:
         assert names["packages"][system] == sorted(
             VERIFIER_PACKAGES
             + (
-                ["vllm-stock", "vllm-patched", "vllm-sources", "gpu-env", "gate", "probe"]
+                [
+                    "vllm-stock",
+                    "vllm-patched",
+                    "vllm-sources",
+                    "gpu-env",
+                    "interpreter-env",
+                    "gate",
+                    "gate-interpreter",
+                    "probe",
+                ]
                 if gate
                 else []
             )
         ), system
-        assert names["apps"][system] == (["gate", "probe", "verify"] if gate else ["verify"])
+        assert names["apps"][system] == (
+            ["gate", "gate-interpreter", "probe", "verify"] if gate else ["verify"]
+        )
         assert names["devShells"][system] == ["cpu", "default"]
         assert names["checks"][system] == sorted(
             VERIFIER_CHECKS
@@ -155,6 +169,7 @@ def test_output_names() -> None:
                     "vllm-patched",
                     "vllm-sources",
                     "gate",
+                    "gate-interpreter",
                     "probe",
                 ]
                 if gate
@@ -179,7 +194,12 @@ def test_apps_are_of_type_app_with_meta_and_programs_in_the_store() -> None:
     apps = _eval("out.apps")
     assert isinstance(apps, dict)
     for system in SYSTEMS:
-        for name, program in [("gate", "run"), ("probe", "probe"), ("verify", "verify")]:
+        for name, program in [
+            ("gate", "run"),
+            ("gate-interpreter", "run-interpreter"),
+            ("probe", "probe"),
+            ("verify", "verify"),
+        ]:
             if system != SYSTEM and name != "verify":
                 continue
             app = apps[system][name]
@@ -209,9 +229,16 @@ def test_wrappers_map_to_the_cli_verbs() -> None:
 
 
 @needs_nix
-def test_formatter_is_nixfmt_on_every_system() -> None:
-    formatter = _eval("builtins.mapAttrs (_: f: f.meta.mainProgram) out.formatter")
-    assert formatter == {system: "nixfmt" for system in SYSTEMS}
+def test_formatter_is_nixfmt_tree_on_every_system() -> None:
+    # nixpkgs' nixfmt-tree (treefmt running nixfmt on the tree): plain nixfmt reads stdin
+    # when `nix fmt` passes no arguments, as newer Nix does
+    formatter = _eval(
+        "builtins.mapAttrs (_: f: { inherit (f) name; inherit (f.meta) mainProgram; }) "
+        "out.formatter"
+    )
+    assert formatter == {
+        system: {"name": "nixfmt-tree", "mainProgram": "treefmt"} for system in SYSTEMS
+    }
 
 
 @needs_nix
@@ -228,7 +255,9 @@ def test_overlay_default_adds_topp_gate_to_any_nixpkgs() -> None:
     assert added["app"] == "topp-gate" and added["module"] == "topp-gate"
     assert added["same"] is True
     deps = [d.rsplit("-", 2)[-2] for d in added["deps"]]
-    assert deps == ["jsonschema", "cryptography", "rfc8785"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    required = [re.split(r"[^A-Za-z0-9._-]", r)[0] for r in project["dependencies"]]
+    assert deps == required == ["jsonschema", "cryptography", "rfc8785", "numpy"]
 
 
 @needs_nix
@@ -670,3 +699,80 @@ def test_wrapper_scripts_pass_shellcheck(app: str, tmp_path: Path) -> None:
     )
     done = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+# --- issue 18: what the stub cannot otherwise show ----------------------------------------
+
+
+OLD_PACKAGE_NIX = "bff353c"  # nix/topp-gate.nix before numpy was listed
+
+
+@needs_nix
+@needs_store
+def test_stub_runs_the_runtime_deps_check_and_the_package_passes_it() -> None:
+    # nixpkgs' pythonRuntimeDepsCheckHook: every Requires-Dist must be installed
+    drv = _eval("out.packages.x86_64-linux.default.drvPath")
+    assert isinstance(drv, str) and drv.endswith("-python3.13-topp-gate-0.1.0.drv")
+    broken = _run(
+        "nix-instantiate", "--read-write-mode", "--eval", "--strict", "-E",
+        "let flake = import ./flake.nix; "
+        "out = flake.outputs { self = { outPath = ./.; }; nixpkgs = ./nix/stub; }; "
+        "pkg = (import ./nix/stub { system = \"x86_64-linux\"; "
+        "overlays = [ out.overlays.default ]; }).python3Packages.topp-gate; in "
+        "(pkg.overridePythonAttrs (old: { dependencies = builtins.filter "
+        "(d: d.stubAttrs.pname != \"cryptography\") old.dependencies; })).drvPath",
+        check=False,
+    )
+    assert broken.returncode != 0
+    assert "pythonRuntimeDepsCheckHook" in broken.stderr
+    assert "cryptography not installed" in broken.stderr
+
+
+@needs_nix
+@needs_store
+def test_stub_fails_the_old_package_that_forgot_numpy(tmp_path: Path) -> None:
+    old = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{OLD_PACKAGE_NIX}:nix/topp-gate.nix"],
+        capture_output=True, text=True,
+    )
+    if old.returncode != 0:
+        pytest.skip(f"commit {OLD_PACKAGE_NIX} is not in this clone's history")
+    (tmp_path / "nix").mkdir()
+    (tmp_path / "nix" / "topp-gate.nix").write_text(old.stdout)
+    shutil.copyfile(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "harness" / "__init__.py").write_text("")
+    done = _run(
+        "nix-instantiate", "--read-write-mode", "--eval", "--strict", "-E",
+        f"(import ./nix/stub {{ system = \"x86_64-linux\"; }}).python3Packages.callPackage "
+        f"{tmp_path}/nix/topp-gate.nix {{ src = {tmp_path}; }}",
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "numpy not installed" in done.stderr
+
+
+@needs_nix
+def test_gate_interpreter_has_no_cuda_closure() -> None:
+    # `nix run .#gate-interpreter`: nixpkgs' CPU torch and Triton, nothing unfree
+    env = _eval(
+        "map (p: { pname = p.stubAttrs.pname or p.name; version = p.stubAttrs.version or null; "
+        "cuda = p.stubAttrs.cudaSupport or null; }) "
+        "out.packages.x86_64-linux.interpreter-env.packages"
+    )
+    assert isinstance(env, list)
+    kernel = [e for e in env if e["pname"] in ("torch", "triton")]
+    assert kernel == [
+        {"pname": "torch", "version": "source-stub", "cuda": False},
+        {"pname": "triton", "version": "source-stub", "cuda": False},
+    ]
+    inputs = _eval(
+        "let p = out.packages.x86_64-linux; in "
+        "{ inputs = p.gate-interpreter.stubAttrs.runtimeInputs; "
+        "gpu = p.gpu-env.outPath; cpu = p.interpreter-env.outPath; "
+        "text = p.gate-interpreter.stubAttrs.text; }"
+    )
+    assert isinstance(inputs, dict)
+    assert inputs["cpu"] in inputs["inputs"] and inputs["gpu"] not in inputs["inputs"]
+    assert inputs["gpu"] not in inputs["text"]
+    assert "set -- --backend interpreter" in inputs["text"]

@@ -302,3 +302,36 @@ def test_the_store_copy_of_the_frozen_manifests_is_byte_identical() -> None:
     assert len(FROZEN) == 4
     for name in FROZEN:
         assert (copy / name).read_bytes() == (MANIFESTS / name).read_bytes(), name
+
+
+def gate_interpreter_text(values: dict[str, str]) -> str:
+    return (NIX / "gate-interpreter.sh").read_text() + "\n" + render("gate.sh", values)
+
+
+def test_gate_interpreter_refuses_a_backend_and_looks_for_no_driver(
+    user: dict[str, Path], tmp_path: Path
+) -> None:
+    values = {"manifests": str(user["store"] / "manifests"), "vllmSources": str(tmp_path),
+              "cc": shutil.which("cc") or "cc"}
+    script = write_application(user["bin"] / "topp-gate-run-interpreter",
+                               gate_interpreter_text(values), [tool_dir()])
+    done = run([str(script), "--backend", "cuda"], user)
+    assert done.returncode == 2
+    assert "runs only in Triton's interpreter" in done.stderr
+    assert not (user["cwd"] / "topp-gate-runs").exists()
+    # `--help` is topp-gate run's, as for .#gate
+    helped = run([str(script), "--help"], user)
+    assert helped.returncode == 0 and "--backend" in helped.stdout
+
+
+@needs_nix
+def test_the_flake_writes_the_interpreter_wrapper_from_its_own_prefix() -> None:
+    paths = _nix_eval(
+        STUB_FLAKE + "{ manifests = import ./nix/manifests.nix { src = ./.; }; "
+        "vllmSources = out.packages.x86_64-linux.vllm-sources.outPath; "
+        'cc = "${(import ./nix/stub { system = "x86_64-linux"; }).stdenv.cc}/bin/cc"; }'
+    )
+    assert isinstance(paths, dict)
+    values = {k: str(v) for k, v in paths.items()}
+    text = _nix_eval(STUB_FLAKE + "out.packages.x86_64-linux.gate-interpreter.stubAttrs.text")
+    assert text == gate_interpreter_text(values)
