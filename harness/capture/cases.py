@@ -33,6 +33,7 @@ bytes (tests check it with sha256).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -45,16 +46,19 @@ import torch
 from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import InvalidPError, NonFiniteLogitError, UsageError
-from ..core.f32 import runtime_p
+from ..core.f32 import runtime_p, to_float32
 from ..core.manifest import (
+    SCHEMA_V3,
     CaseLayout,
     Manifest,
     case_layout,
     decimal_float32,
     float32_step,
     forced_grid,
+    row_ks,
+    traffic_sampling,
 )
-from ..core.names import FORCED, ORDINARY
+from ..core.names import FORCED, ORDINARY, TRAFFIC
 from ..core.oracle import Certified, reference
 
 F32 = torch.float32
@@ -67,6 +71,14 @@ class BuiltCase:
     layout: CaseLayout
     logits: bytes  # batch * vocab little-endian float32, row-major
     p: bytes  # batch little-endian float32 (runtime p)
+    k: bytes | None = None  # batch little-endian int32 top-k (version 3 cases)
+
+    def files(self) -> dict[str, bytes]:
+        """Every captured input file of the case, by its path in the bundle."""
+        found = {self.layout.logits_path: self.logits, self.layout.p_path: self.p}
+        if self.layout.k_path is not None and self.k is not None:
+            found[self.layout.k_path] = self.k
+        return found
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -142,9 +154,26 @@ def _boundary(case: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     return logits, p
 
 
+def _traffic(case: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows from the row builders (realistic traffic) and each row's p (1.0: no top-p)."""
+    from .row_builders import build_batch
+
+    logits = build_batch(case.get("rows", {}), int(case["vocab"]), int(case["batch"]),
+                         int(case["seed"]))
+    p = torch.tensor([to_float32(float(p)) for p, _ in traffic_sampling(case)], dtype=F32)
+    return logits, p
+
+
 def case_tensors(case: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits [batch, vocab], p [batch]) float32 CPU tensors of one manifest case, checked."""
+    """(logits [batch, vocab], p [batch]) float32 CPU tensors of one manifest case, checked:
+    finite logits (a traffic row may also mask tokens at -inf), p in (0, 1) (a traffic row
+    may have p = 1.0, no top-p)."""
     kind = case["kind"]
+    if kind == TRAFFIC:
+        logits, p = _traffic(case)
+        _check_masked_finite(logits)
+        _check_p(p, allow_one=True)
+        return logits, p
     if kind == ORDINARY:
         logits, p = _ordinary(case)
     elif kind == FORCED:
@@ -163,20 +192,37 @@ def _check_finite(logits: torch.Tensor) -> None:
         raise NonFiniteLogitError(row, token, float(logits[row, token]))
 
 
-def _check_p(p: torch.Tensor) -> None:
+def _check_masked_finite(logits: torch.Tensor) -> None:
+    """Finite or -inf (a masked token); never NaN or +inf, never a fully masked row."""
+    bad = (torch.isnan(logits) | torch.isposinf(logits)).nonzero()
+    if bad.numel():
+        row, token = (int(v) for v in bad[0])
+        raise NonFiniteLogitError(row, token, float(logits[row, token]))
+    if bool(torch.isneginf(logits).all(dim=1).any()):
+        raise UsageError("a traffic row masks every token")
+
+
+def _check_p(p: torch.Tensor, *, allow_one: bool = False) -> None:
     for value in p.tolist():
-        if not (math.isfinite(value) and 0.0 < value < 1.0):
+        if not (math.isfinite(value) and 0.0 < value and (value < 1.0 or
+                                                           (allow_one and value == 1.0))):
             raise InvalidPError(value, value)
 
 
-def build_case(case: Mapping[str, Any]) -> BuiltCase:
+def build_case(case: Mapping[str, Any], *, has_k: bool = False) -> BuiltCase:
+    """One case's captured bytes; ``has_k`` (every case of a version 3 manifest) adds the
+    per-row int32 top-k file."""
     logits, p = case_tensors(case)
-    return BuiltCase(layout=case_layout(case), logits=_le_bytes(logits), p=_le_bytes(p))
+    layout = case_layout(case, has_k=has_k)
+    ks = row_ks(case, has_k=has_k)
+    k = struct.pack(f"<{len(ks)}i", *ks) if ks is not None else None
+    return BuiltCase(layout=layout, logits=_le_bytes(logits), p=_le_bytes(p), k=k)
 
 
 def build_cases(manifest: Manifest) -> list[BuiltCase]:
     """Every case of ``manifest`` in order. The manifest was limit-checked when parsed."""
-    return [build_case(case) for case in manifest.cases]
+    has_k = manifest.data["schema"] == SCHEMA_V3
+    return [build_case(case, has_k=has_k) for case in manifest.cases]
 
 
 def write_cases(manifest: Manifest, out_dir: str | Path) -> dict[str, str]:
@@ -192,7 +238,7 @@ def write_cases(manifest: Manifest, out_dir: str | Path) -> dict[str, str]:
     inputs.mkdir(parents=True)
     digests: dict[str, str] = {}
     for case in built:
-        for rel, data in ((case.layout.logits_path, case.logits), (case.layout.p_path, case.p)):
+        for rel, data in case.files().items():
             (root / rel).write_bytes(data)
             digests[rel] = sha256_hex(data)
     index = render_cases_index([case.layout for case in built])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..core.digest import sha256_hex
 from ..core.errors import BindingMismatchError
-from ..core.manifest import parse_manifest
+from ..core.manifest import SCHEMA_V3, parse_manifest
 from ..core.verify import UnsafeBundleView
 from .cases import build_case
 
@@ -21,10 +21,10 @@ def regenerate_inputs(view: UnsafeBundleView) -> int:
     compare their sha256 with the bound digests. Returns the number of files compared."""
     manifest = parse_manifest(view.raw("manifest.json"), source="bundle manifest")
     compared = 0
+    has_k = manifest.data["schema"] == SCHEMA_V3
     for spec in manifest.cases:
-        built = build_case(spec)
-        for name, data in ((built.layout.logits_path, built.logits),
-                           (built.layout.p_path, built.p)):
+        built = build_case(spec, has_k=has_k)
+        for name, data in built.files().items():
             found = sha256_hex(data)
             if found != view.digest(name):
                 raise BindingMismatchError(f"{name} rebuilt from the manifest",

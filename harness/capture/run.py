@@ -182,15 +182,18 @@ def _read(path: Path, what: str) -> bytes:
 # --- after the kernels ----------------------------------------------------------------------
 
 
-def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes) -> bytes | str:
-    """A side's output bytes for one case, or the failure status that replaces them."""
+def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes,
+                     k: bytes | None = None) -> bytes | str:
+    """A side's output bytes for one case, or the failure status that replaces them (the
+    child must have hashed exactly the captured logits, p and, when captured, k)."""
     if not result.ok or result.evidence is None:
         return "timeout" if result.status == "timeout" else "kernel_crash"
     record = next((c for c in result.evidence.get("cases", []) if c.get("id") == case_id), None)
     if record is None:
         return "unreadable_output"
     if (record.get("logits_sha256") != sha256_hex(logits)
-            or record.get("p_sha256") != sha256_hex(p)):
+            or record.get("p_sha256") != sha256_hex(p)
+            or (k is not None and record.get("k_sha256") != sha256_hex(k))):
         return "input_mismatch"
     try:
         data = (result.out_dir / f"{case_id}.out.f32").read_bytes()
@@ -420,9 +423,12 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
     for case in layout:
         logits = (work / case.logits_path).read_bytes()
         p = (work / case.p_path).read_bytes()
+        k = (work / case.k_path).read_bytes() if case.k_path is not None else None
         inputs[case.logits_path], inputs[case.p_path] = logits, p
+        if case.k_path is not None and k is not None:
+            inputs[case.k_path] = k
         for name in SIDES:
-            outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p)
+            outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p, k)
         paths[case.id] = {n: dispatch[n] if proven[n].get(case.id, False) else None
                           for n in SIDES}
         split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)
@@ -432,7 +438,7 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
             logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
             split_path[case.id],
             split_sides=(tuple(paths[case.id][n] == SPLIT for n in SIDES)  # type: ignore[arg-type]
-                         if manifest.pinned_by_file else None)))
+                         if manifest.pinned_by_file else None), k=k))
     return CollectedOutputs(inputs, outputs, split_path, paths, case_bytes,
                             _split_path_failed(results, dispatch))
 

@@ -14,7 +14,7 @@ from typing import Any
 from . import schema
 from .errors import BindingMismatchError, MalformedEvidenceError
 from .manifest import CaseLayout, Manifest, RowLayout, expected_layout
-from .names import FORCED
+from .names import FORCED, TRAFFIC
 from .strictjson import loads_strict
 
 SCHEMA = "topp-gate/cases/v1"
@@ -51,14 +51,16 @@ def parse_cases_index(raw: bytes) -> list[CaseLayout]:
 def _case(entry: dict[str, Any]) -> CaseLayout:
     cid = entry["id"]
     rows = tuple(RowLayout(r["judge"], r["forced_id"], r["label"]) for r in entry["rows"])
-    case = CaseLayout(cid, entry["kind"], entry["batch"], entry["vocab"], rows)
-    if (entry["logits"], entry["p"]) != (case.logits_path, case.p_path):
+    case = CaseLayout(cid, entry["kind"], entry["batch"], entry["vocab"], rows,
+                      has_k="k" in entry)
+    if (entry["logits"], entry["p"], entry.get("k")) != (case.logits_path, case.p_path,
+                                                         case.k_path):
         raise MalformedEvidenceError(f"cases.json: case {cid} names input files not its own")
     if len(rows) != case.batch:
         raise MalformedEvidenceError(f"cases.json: case {cid} has {len(rows)} rows, batch "
                                      f"{case.batch}")
     for index, row in enumerate(rows):
-        forced_kind = case.kind == FORCED
+        forced_kind = case.kind == FORCED or (case.kind == TRAFFIC and row.judge == FORCED)
         if (row.judge == FORCED) != forced_kind or (row.forced_id is not None) != forced_kind:
             raise MalformedEvidenceError(
                 f"cases.json: case {cid} row {index}: judge/forced_id do not fit kind {case.kind}"

@@ -94,6 +94,7 @@ class Row:
     logits: Sequence[float]
     p32: float
     forced_id: int | None = None
+    k: int | None = None  # top-k of the row (None: no top-k); read by the serve rule sets
 
 
 @dataclass

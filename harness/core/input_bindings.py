@@ -7,8 +7,11 @@ the report would print the manifest's values. Without torch the verifier cannot 
 manifest's random generator (``verify --regenerate`` does, with torch), but it can check,
 bit for bit, everything the manifest states explicitly:
 
-- p: every forced and boundary row's float32 p is the manifest's decimal p after float32
-  conversion; an ordinary row's p is in [0.1, 1.0), the range its generator draws from;
+- p: every forced, boundary and traffic row's float32 p is the manifest's decimal p after
+  float32 conversion (1.0 for a traffic row without top-p); an ordinary row's p is in
+  [0.1, 1.0), the range its generator draws from;
+- k (version 3): every row's int32 top-k is exactly the manifest's (the vocabulary for a row
+  without top-k);
 - forced rows: the forced token holds the manifest's value, and all rows of a forced case
   share one background (rows equal outside their two forced positions);
 - boundary constructions: ``set`` tokens of a ``randn`` row hold their stated values (with
@@ -28,9 +31,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import BindingMismatchError
-from .f32 import FLOAT32_BYTES, decode, runtime_p
-from .manifest import CaseLayout, decimal_float32, float32_step, forced_grid, row_ps
-from .names import BOUNDARY, FORCED
+from .f32 import FLOAT32_BYTES, decode, runtime_p, to_float32
+from .manifest import CaseLayout, decimal_float32, float32_step, forced_grid, row_ks, row_ps
+from .names import BOUNDARY, FORCED, TRAFFIC
 
 # torch.rand(...) * 0.9 + 0.1 in float32 (harness.capture.cases): the smallest value is 0.1
 # rounded to float32, and the largest stays below 1.
@@ -47,10 +50,15 @@ def _mismatch(case: str, where: str, want: Any, found: Any) -> BindingMismatchEr
 
 
 def check_case_inputs(spec: Mapping[str, Any], layout: CaseLayout, logits: bytes,
-                      p: bytes) -> None:
+                      p: bytes, k: bytes | None = None) -> None:
     """Refuse captured bytes of one case that contradict what its manifest entry fixes."""
     ps = decode(p)
     _check_p(spec, layout, ps)
+    want_k = row_ks(spec, has_k=layout.has_k)
+    if want_k is not None:
+        if k is None or len(k) != 4 * layout.batch \
+                or list(struct.unpack(f"<{layout.batch}i", k)) != want_k:
+            raise _mismatch(layout.id, "per-row top-k", want_k[:8], "other values")
     if spec["kind"] == FORCED:
         _check_forced(spec, layout, logits)
     elif spec["kind"] == BOUNDARY:
@@ -68,7 +76,7 @@ def _check_p(spec: Mapping[str, Any], layout: CaseLayout, ps: Sequence[float]) -
                 raise _mismatch(layout.id, f"row {index} p", "a p in [0.1, 1)", value)
         return
     for index, (text, value) in enumerate(zip(written, ps, strict=True)):
-        want = runtime_p(text)
+        want = to_float32(float(text)) if spec["kind"] == TRAFFIC else runtime_p(text)
         if _bits(want) != _bits(value):
             raise _mismatch(layout.id, f"row {index} p", f"{text} -> {want!r}", repr(value))
 

@@ -11,6 +11,7 @@ identical to a serial run (tests prove it). No torch, triton or vLLM here.
 from __future__ import annotations
 
 import os
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -21,7 +22,7 @@ from .errors import ShapeError, UsageError
 from .f32 import FLOAT32_BYTES, decode
 from .gate import OK, SIDE_FAILURES, Row, SideOutput
 from .names import FORCED, ROW_KINDS
-from .oracle import reference
+from .oracle import reference, top_k_top_p
 from .rulesets import LEGACY_RULES, RowInput, rule_set
 
 
@@ -46,6 +47,7 @@ class CaseBytes:
     split_path: bool
     # (stock, patched): whether each side proved the split path; None: split_path for both
     split_sides: tuple[bool, bool] | None = None
+    k: bytes | None = None  # per-row int32 top-k (version 3 cases), None before
 
     @property
     def batch(self) -> int:
@@ -54,7 +56,7 @@ class CaseBytes:
 
 # One row's work item: plain data, so it can travel to a worker process.
 _Task = tuple[str, int, str, "int | None", bytes, float, "bytes | str", "bytes | str", bool,
-              "tuple[bool, bool] | None", bool, str]
+              "tuple[bool, bool] | None", bool, str, "int | None"]
 
 
 def _side_row(side: bytes | str, index: int, row_bytes: int) -> bytes | str:
@@ -80,7 +82,17 @@ def _check_case(case: CaseBytes) -> list[float]:
     for side in (case.stock, case.patched):
         if isinstance(side, str) and side not in SIDE_FAILURES:
             raise UsageError(f"case {case.id}: unknown side status {side!r}")
+    if case.k is not None and len(case.k) != 4 * case.batch:
+        raise ShapeError(f"case {case.id}: {len(case.k)} bytes of top-k for {case.batch} rows")
     return ps
+
+
+def _ks(case: CaseBytes) -> list[int | None]:
+    """Each row's top-k, None for no top-k (no k file, or k at least the vocabulary)."""
+    if case.k is None:
+        return [None] * case.batch
+    return [k if k < case.vocab else None
+            for k in struct.unpack(f"<{case.batch}i", case.k)]
 
 
 def _side_bytes(side: bytes | str, expected: int) -> bytes | str:
@@ -103,11 +115,12 @@ def tasks(cases: Iterable[CaseBytes], *, fast: bool = False,
         expected = case.batch * row_bytes
         stock = _side_bytes(case.stock, expected)
         patched = _side_bytes(case.patched, expected)
+        ks = _ks(case)
         for i, spec in enumerate(case.rows):
             yield (case.id, i, spec.judge, spec.forced_id,
                    case.logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
                    _side_row(stock, i, row_bytes), _side_row(patched, i, row_bytes),
-                   case.split_path, case.split_sides, fast, rules)
+                   case.split_path, case.split_sides, fast, rules, ks[i])
         del case, stock, patched  # not held while the next case is produced
 
 
@@ -132,11 +145,15 @@ def _decode_row(data: bytes, fast: bool, *, wide: bool) -> Any:
 def judge_task(task: _Task) -> dict[str, Any]:
     """Judge one row: decode bytes, run the oracle, apply the rule set the task names."""
     (case_id, index, kind, forced_id, logits_bytes, p32, stock, patched, split_path,
-     split_sides, fast, rules) = task
+     split_sides, fast, rules, k) = task
     logits = _decode_row(logits_bytes, fast, wide=True)
-    row = Row(case_id, index, kind, logits, p32, forced_id)
-    outcome = reference(logits, p32, row=index, fast=fast)
+    row = Row(case_id, index, kind, logits, p32, forced_id, k)
     judged_by = rule_set(rules)
+    if judged_by.top_k:  # the predeclared top-k then top-p convention; p >= 1: no top-p
+        outcome = top_k_top_p(logits, p32=p32 if p32 < 1.0 else None, k=k, row=index,
+                              fast=fast)
+    else:
+        outcome = reference(logits, p32, row=index, fast=fast)
     raw = ({"stock": stock if isinstance(stock, bytes) else None,
             "patched": patched if isinstance(patched, bytes) else None}
            if judged_by.needs_raw else {})

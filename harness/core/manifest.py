@@ -31,7 +31,7 @@ from . import schema
 from .digest import parse_sha256sum_line, sha256_hex
 from .errors import EvidenceDriftError, LimitError, ManifestError, ManifestNotFrozenError
 from .f32 import runtime_p, to_float32
-from .names import BOUNDARY, FORCED, ORDINARY, SPLIT
+from .names import BOUNDARY, FORCED, ORDINARY, SPLIT, TRAFFIC
 from .rulesets import LEGACY_RULES, RULE_SETS
 from .safeio import read_regular_file
 from .strictjson import no_duplicate_keys
@@ -42,7 +42,8 @@ SCHEMA_V3 = "topp-gate/manifest/v3"  # version 2 plus the rule set by id and eac
 PINNED_BY_FILE = (SCHEMA_V2, SCHEMA_V3)
 DEFAULT_FAMILY = "vllm-triton"  # the family of every side that names none (versions 1, 2)
 SCHEMA_RESOURCE = "manifest.schema.json"
-HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64
+HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64 (versions 1 and 2)
+HARD_MAX_BATCH_V3 = 1024  # version 3 also judges the monolithic and mixed paths
 FROZEN_SUFFIX = ".sha256"
 MAX_MANIFEST_BYTES = 1 << 20  # the H200 matrix is 11 kB; a manifest is never near this
 MAX_FROZEN_HASH_BYTES = 4096
@@ -65,10 +66,11 @@ class RowLayout:
 @dataclass(frozen=True)
 class CaseLayout:
     id: str
-    kind: str  # "forced", "ordinary" or "boundary"
+    kind: str  # "forced", "ordinary", "boundary" or "traffic" (version 3)
     batch: int
     vocab: int
     rows: tuple[RowLayout, ...]
+    has_k: bool = False  # a captured per-row top-k file (version 3 cases)
 
     @property
     def logits_path(self) -> str:
@@ -79,12 +81,25 @@ class CaseLayout:
         return f"inputs/{self.id}.p.f32"
 
     @property
+    def k_path(self) -> str | None:
+        """``inputs/<id>.k.i32``: one little-endian int32 top-k per row (the vocabulary for
+        a row without top-k, as vLLM's sampler writes it); None for cases before version 3."""
+        return f"inputs/{self.id}.k.i32" if self.has_k else None
+
+    @property
     def logits_bytes(self) -> int:
         return 4 * self.batch * self.vocab
 
     @property
     def p_bytes(self) -> int:
         return 4 * self.batch
+
+    def input_sizes(self) -> dict[str, int]:
+        """Every captured input file of the case and its raw size."""
+        sizes = {self.logits_path: self.logits_bytes, self.p_path: self.p_bytes}
+        if self.k_path is not None:
+            sizes[self.k_path] = 4 * self.batch
+        return sizes
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +109,7 @@ class CaseLayout:
             "vocab": self.vocab,
             "logits": self.logits_path,
             "p": self.p_path,
+            **({"k": self.k_path} if self.k_path is not None else {}),
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -272,7 +288,7 @@ def float32_step(value: float, ulps: int) -> float:
 def case_batch(case: Mapping[str, Any]) -> int:
     """Number of rows of a manifest case."""
     kind = case["kind"]
-    if kind == ORDINARY:
+    if kind in (ORDINARY, TRAFFIC):
         return int(case["batch"])
     if kind == FORCED:
         grid = case["grid"]
@@ -283,7 +299,8 @@ def case_batch(case: Mapping[str, Any]) -> int:
 def check_limits(manifest: Manifest) -> None:
     """Refuse (LimitError) any case over the manifest's limits or the hard batch ceiling."""
     limits = manifest.limits
-    max_batch = min(int(limits["max_batch"]), HARD_MAX_BATCH)
+    hard = HARD_MAX_BATCH_V3 if manifest.data["schema"] == SCHEMA_V3 else HARD_MAX_BATCH
+    max_batch = min(int(limits["max_batch"]), hard)
     for case in manifest.cases:
         batch, vocab = case_batch(case), int(case["vocab"])
         if batch > max_batch:
@@ -300,6 +317,10 @@ def check_manifest(manifest: Manifest) -> None:
     if manifest.rules not in RULE_SETS:
         raise ManifestError(f"{manifest.source}: unknown rule set {manifest.rules!r} (known: "
                             f"{', '.join(RULE_SETS)})")
+    traffic = [c["id"] for c in manifest.cases if c["kind"] == TRAFFIC]
+    if traffic and not RULE_SETS[manifest.rules].top_k:
+        raise ManifestError(f"case {traffic[0]}: traffic rows carry top-k and p = 1; rule set "
+                            f"{manifest.rules} judges top-p rows only (use serve/v1)")
     if manifest.pinned_by_file:
         patched = [side for side, entry in manifest.sources["sides"].items() if "patch" in entry]
         if len(patched) > 1:
@@ -313,10 +334,33 @@ def check_manifest(manifest: Manifest) -> None:
         seen.add(cid)
         if case["kind"] == FORCED:
             _check_forced(case)
+        elif case["kind"] == TRAFFIC:
+            _check_traffic(case)
         elif case["kind"] == BOUNDARY:
             for index, row in enumerate(case["rows"]):
                 runtime_p(row["p"])
                 _check_construction(case, index, row["construction"])
+
+
+def _check_traffic(case: Mapping[str, Any]) -> None:
+    """p in (0, 1] after float32 conversion (1.0: no top-p), 1 <= k <= vocab, and a forced
+    id that the row spec forces alone (so the verifier knows the forced token)."""
+    cid, vocab = case["id"], int(case["vocab"])
+    for p, k in traffic_sampling(case):
+        value = to_float32(float(p))
+        if not (math.isfinite(value) and 0.0 < value <= 1.0):
+            raise ManifestError(f"case {cid}: p={p} is not in (0, 1] after float32 conversion")
+        if k > vocab:
+            raise ManifestError(f"case {cid}: k={k} is above the vocabulary {vocab}")
+    spec = case.get("rows", {})
+    if not isinstance(spec, Mapping):  # pragma: no cover - the schema says object
+        raise ManifestError(f"case {cid}: rows is not an object")
+    if "forced_id" in case:
+        forced = int(case["forced_id"])
+        ids = spec.get("force", {}).get("ids") if isinstance(spec.get("force"), Mapping) else None
+        if forced >= vocab or ids != [forced]:
+            raise ManifestError(f"case {cid}: forced_id {forced} must be inside the vocabulary "
+                                "and the only id rows.force.ids names")
 
 
 def _check_forced(case: Mapping[str, Any]) -> None:
@@ -373,9 +417,47 @@ def forced_grid(case: Mapping[str, Any]) -> list[tuple[str, str, int]]:
     return list(itertools.product(grid["value"], grid["p"], grid["forced_id"]))
 
 
-def case_layout(case: Mapping[str, Any]) -> CaseLayout:
+NO_TOP_P = "1.0"  # a traffic row without top-p (vLLM's sampler writes p = 1.0)
+
+
+def traffic_sampling(case: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(p as written, k) per row of a traffic case: row i takes ``sampling[i mod n]``; an
+    absent p is 1.0 (no top-p) and an absent k the vocabulary (no top-k), as vLLM's sampler
+    fills its per-request tensors."""
+    vocab, entries = int(case["vocab"]), case["sampling"]
+    return [(str(entries[i % len(entries)].get("p", NO_TOP_P)),
+             int(entries[i % len(entries)].get("k", vocab)))
+            for i in range(int(case["batch"]))]
+
+
+def row_ks(case: Mapping[str, Any], *, has_k: bool) -> list[int] | None:
+    """The captured int32 top-k of each row (None for a case without a k file): a traffic
+    case's sampling, or the vocabulary (no top-k) for the other kinds in version 3."""
+    if not has_k:
+        return None
+    if case["kind"] == TRAFFIC:
+        return [k for _, k in traffic_sampling(case)]
+    return [int(case["vocab"])] * len(case_layout(case, has_k=False).rows)
+
+
+def _traffic_label(case: Mapping[str, Any], p: str, k: int) -> str:
+    shown_k = "none" if k >= int(case["vocab"]) else str(k)
+    sampling = f"p={p} k={shown_k}"
+    if "forced_id" not in case:
+        return sampling
+    value = case.get("rows", {}).get("force", {}).get("value", "1e9")
+    return f"value={value} {sampling} id={case['forced_id']}"
+
+
+def case_layout(case: Mapping[str, Any], *, has_k: bool = False) -> CaseLayout:
     kind, cid, vocab = case["kind"], case["id"], int(case["vocab"])
     rows: list[RowLayout]
+    if kind == TRAFFIC:
+        forced = case.get("forced_id")
+        rows = [RowLayout(FORCED if forced is not None else ORDINARY, forced,
+                          _traffic_label(case, p, k)) for p, k in traffic_sampling(case)]
+        return CaseLayout(id=cid, kind=kind, batch=len(rows), vocab=vocab, rows=tuple(rows),
+                          has_k=True)
     if kind == FORCED:
         rows = [
             RowLayout(FORCED, token, f"value={value} p={p} id={token}")
@@ -388,12 +470,15 @@ def case_layout(case: Mapping[str, Any]) -> CaseLayout:
         ]
     else:
         rows = [RowLayout(ORDINARY, None, str(row["label"])) for row in case["rows"]]
-    return CaseLayout(id=cid, kind=kind, batch=len(rows), vocab=vocab, rows=tuple(rows))
+    return CaseLayout(id=cid, kind=kind, batch=len(rows), vocab=vocab, rows=tuple(rows),
+                      has_k=has_k)
 
 
 def expected_layout(manifest: Manifest) -> list[CaseLayout]:
-    """The cases (in manifest order) that a cases.json built from ``manifest`` must hold."""
-    return [case_layout(case) for case in manifest.cases]
+    """The cases (in manifest order) that a cases.json built from ``manifest`` must hold.
+    Every case of a version 3 manifest captures a per-row top-k file."""
+    has_k = manifest.data["schema"] == SCHEMA_V3
+    return [case_layout(case, has_k=has_k) for case in manifest.cases]
 
 
 def raw_input_bytes(manifest: Manifest) -> int:
@@ -411,6 +496,8 @@ def _refuse_constant(text: str) -> float:
 
 def row_ps(case: Mapping[str, Any]) -> Sequence[str] | None:
     """The decimal p of each row as written (None for ordinary cases: the generator's p)."""
+    if case["kind"] == TRAFFIC:
+        return [p for p, _ in traffic_sampling(case)]
     if case["kind"] == FORCED:
         return [p for _, p, _ in forced_grid(case)]
     if case["kind"] == BOUNDARY:

@@ -18,6 +18,7 @@ SIDES = (STOCK, PATCHED)
 FORCED = "forced"
 ORDINARY = "ordinary"
 BOUNDARY = "boundary"
+TRAFFIC = "traffic"  # version 3: realistic rows (row builders) with per-row k and p
 ROW_KINDS = (FORCED, ORDINARY)
 
 # The dispatch path a side must take (version 2 manifests name one per side; version 1

@@ -16,6 +16,11 @@ Rule sets:
     logit bit for bit unchanged, so a patched output that keeps a position with other bits
     than the input's stops the row (``kept_value_changed``); each side's count of changed
     positions is a diagnostic (``stock_values_changed``, ``patched_values_changed``).
+``serve/v1``
+    every path a server takes (:mod:`harness.core.serve_rules`): the top-k then top-p
+    oracle, the seed's rules on rows with top-p, the exact k-prefix on top-k-only rows,
+    forced rows held to the count envelope on every path, kept-value integrity, and the
+    probability mass of every difference as a diagnostic.
 
 Standard library only (trusted core).
 """
@@ -26,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import gate
+from . import gate, serve_rules
 from .errors import InternalError, UnknownJudgementError
 from .oracle import OracleOutcome
 
@@ -59,6 +64,7 @@ class RuleSet:
     stop_reasons: tuple[str, ...]
     judge: Callable[[RowInput], dict[str, Any]]
     needs_raw: bool  # whether ``judge`` reads ``logits_bytes``/``side_bytes``
+    top_k: bool = False  # the oracle is top_k_top_p (per-row k, p >= 1: no top-p)
 
     def verdict(self, rows: Any, run_stops: Any = ()) -> dict[str, Any]:
         return gate.verdict(rows, run_stops, known=self.stop_reasons)
@@ -93,6 +99,11 @@ RULE_SETS: dict[str, RuleSet] = {
     SEED_V2: RuleSet(SEED_V2, "the seed's gate plus kept-value integrity (bit for bit)",
                      (*gate.SEED_STOP_REASONS, "kept_value_changed"), _seed_v2,
                      needs_raw=True),
+    serve_rules.SERVE_V1: RuleSet(serve_rules.SERVE_V1,
+                                  "every server path: top-k, top-k then top-p, forced rows held "
+                                  "to the count envelope, kept-value integrity, mass diagnostics",
+                                  serve_rules.STOP_REASONS, serve_rules.judge, needs_raw=True,
+                                  top_k=True),
 }
 
 # Every stop reason any rule set can give (the receipt schema enumerates this set).

@@ -342,7 +342,7 @@ def _check_names(artifacts: _Artifacts, layout: list[Any], cases: list[dict[str,
     allowed = {MANIFEST, CASES, ROWS, *REPORT_FILES, *(evidence_name(s) for s in SIDES)}
     required = {MANIFEST, CASES, ROWS}
     for case, entry in zip(layout, cases, strict=True):
-        required.update({case.logits_path, case.p_path})
+        required.update(case.input_sizes())
         for side in SIDES:
             if entry[side] == "ok":
                 required.add(output_name(side, case.id))
@@ -429,8 +429,7 @@ def _check_sizes(artifacts: _Artifacts, layout: list[Any], manifest: Any,
             raise MalformedEvidenceError(
                 f"case {case.id} holds {case.batch} x {case.vocab} values, over this "
                 f"verifier's ceiling of {MAX_CASE_VALUES} per case")
-        implied[case.logits_path] = case.logits_bytes
-        implied[case.p_path] = case.p_bytes
+        implied.update(case.input_sizes())
         for side in SIDES:
             implied[output_name(side, case.id)] = case.logits_bytes
     for name, subject in sorted(artifacts.subjects.items()):
@@ -620,20 +619,22 @@ def _check_evidence_digests(artifacts: _Artifacts, layout: list[Any],
             if record is None:
                 raise MalformedEvidenceError(f"{side} kernel-path evidence has no record of "
                                              f"case {case.id} (status {status})")
-            paths = {"logits": case.logits_path, "p": case.p_path,
+            paths = {"logits": case.logits_path, "p": case.p_path, "k": case.k_path,
                      "output": output_name(side, case.id)}
+            hashes = _EVIDENCE_HASHES + ((("k_sha256", "k"),) if case.k_path else ())
             if status == "input_mismatch":
-                if all(record.get(key) == artifacts.digest(paths[what])
-                       for key, what in _EVIDENCE_HASHES[:2]):
+                if all(record.get(key) == artifacts.digest(str(paths[what]))
+                       for key, what in hashes if what != "output"):
                     raise BindingMismatchError(
                         f"{side} case {case.id} recorded as input_mismatch",
                         "other input bytes", "the evidence hashed the captured ones")
                 continue
-            for key, what in _EVIDENCE_HASHES:
-                if record.get(key) != artifacts.digest(paths[what]):
+            for key, what in hashes:
+                path = str(paths[what])
+                if record.get(key) != artifacts.digest(path):
                     raise BindingMismatchError(
-                        f"{side} kernel evidence {key} of case {case.id} vs {paths[what]}",
-                        artifacts.digest(paths[what]), str(record.get(key)))
+                        f"{side} kernel evidence {key} of case {case.id} vs {path}",
+                        artifacts.digest(path), str(record.get(key)))
 
 
 @dataclass(frozen=True)
@@ -702,7 +703,8 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any], predicate: dict[st
     for case, entry, spec in zip(layout, predicate["cases"], manifest.cases, strict=True):
         logits = artifacts.decode(case.logits_path)
         p = artifacts.decode(case.p_path)
-        check_case_inputs(spec, case, logits, p)
+        k = artifacts.decode(case.k_path) if case.k_path else None
+        check_case_inputs(spec, case, logits, p, k)
         sides: dict[str, bytes | str] = {}
         paths = case_paths(entry)
         for side in SIDES:
@@ -718,7 +720,7 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any], predicate: dict[st
         yield CaseBytes(
             id=case.id, vocab=case.vocab,
             rows=tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
-            logits=logits, p=p, stock=sides["stock"], patched=sides["patched"],
+            logits=logits, p=p, k=k, stock=sides["stock"], patched=sides["patched"],
             split_path=entry["split_path"],
             split_sides=(tuple(paths[side] == SPLIT for side in SIDES)  # type: ignore[arg-type]
                          if "paths" in entry else None))

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import random
+import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,9 +23,9 @@ from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
 from ..core.f32 import encode, runtime_p, to_float32
 from ..core.judge import CaseBytes, RowSpec, judge_cases
-from ..core.manifest import expected_layout, parse_manifest
+from ..core.manifest import expected_layout, parse_manifest, row_ks, traffic_sampling
 from ..core.names import SIDES
-from ..core.oracle import reference
+from ..core.oracle import reference, top_k_top_p
 from ..core.report import DEFAULT_REPORT, LEGACY_REPORT, ReportInputs, render_markdown
 from ..core.rulesets import rule_set
 
@@ -48,11 +49,25 @@ def _rows_for(manifest: Mapping[str, Any], case: Any, rnd: random.Random,
                     row[fid] = 50.0 if lie else to_float32(float(value))
                     rows.append(row)
                     ps.append(0.25 if lie else runtime_p(p))
+    elif spec["kind"] == "traffic":  # bf16-rounded rows (many exact ties), the manifest's p
+        for (p, _), layout_row in zip(traffic_sampling(spec), case.rows, strict=True):
+            row = [_bf16(rnd.gauss(0, 2)) for _ in range(case.vocab)]
+            if layout_row.forced_id is not None:
+                row[layout_row.forced_id] = 1e9
+            rows.append(row)
+            ps.append(to_float32(float(p)))
     else:
         for _ in range(case.batch):
             rows.append([to_float32(rnd.gauss(0, 1)) for _ in range(case.vocab)])
             ps.append(to_float32(rnd.uniform(0.1, 0.95)))
     return rows, ps
+
+
+def _bf16(value: float) -> float:
+    """``value`` rounded to bfloat16 (nearest even) and back: 8 significand bits."""
+    bits = struct.unpack("<I", struct.pack("<f", to_float32(value)))[0]
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return float(struct.unpack("<f", struct.pack("<I", bits))[0])
 
 
 def content(manifest: Mapping[str, Any], *, seed: int = 0,
@@ -80,18 +95,27 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     inputs: dict[str, bytes] = {}
     outputs: dict[str, dict[str, bytes | str]] = {"stock": {}, "patched": {}}
     cases = []
-    for case in layout:
+    top_k = rule_set(rules).top_k
+    for case, case_spec in zip(layout, manifest["cases"], strict=True):
         rows, ps = _rows_for(manifest, case, rnd, lie_inputs)
+        ks = row_ks(case_spec, has_k=case.has_k) or [None] * len(rows)
         stock: list[float] = []
         patched: list[float] = []
-        for row, p, spec in zip(rows, ps, case.rows, strict=True):
-            kept = set(reference(row, p).kept)
+        for row, p, spec, k in zip(rows, ps, case.rows, ks, strict=True):
+            if top_k:
+                kept = set(top_k_top_p(row, p32=p if p < 1.0 else None,
+                                       k=k if k is not None and k < case.vocab else None).kept)
+            else:
+                kept = set(reference(row, p).kept)
             masked = [v if i in kept else NEG for i, v in enumerate(row)]
             patched += [7.0 if v != NEG else NEG for v in masked] if rewrite_values else masked
             stock += [NEG] * len(row) if spec.judge == "forced" else masked
         logits = encode([v for row in rows for v in row])
         inputs[case.logits_path] = logits
         inputs[case.p_path] = encode(ps)
+        k_bytes = struct.pack(f"<{len(rows)}i", *ks) if case.k_path else None
+        if case.k_path is not None and k_bytes is not None:
+            inputs[case.k_path] = k_bytes
         if damage and case.kind == "ordinary":
             last = len(patched) - case.vocab
             top = max(range(case.vocab), key=lambda i: rows[-1][i])
@@ -103,7 +127,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         cases.append(CaseBytes(case.id, case.vocab,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],
-                               outputs["patched"][case.id], split_path=True))
+                               outputs["patched"][case.id], split_path=True, k=k_bytes))
     rows_result = judge_cases(cases, rules=rules)
     # Shaped like a kernel child's evidence (backend, per-case split-path proof and the
     # hashes of the bytes read and written), because the verifier binds the receipt's
@@ -159,6 +183,8 @@ def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[st
     record: dict[str, Any] = {"id": case.id, "split": {"proven": True},
                               "logits_sha256": sha256_hex(inputs[case.logits_path]),
                               "p_sha256": sha256_hex(inputs[case.p_path])}
+    if case.k_path is not None:
+        record["k_sha256"] = sha256_hex(inputs[case.k_path])
     if isinstance(output, bytes):
         record["output_sha256"] = sha256_hex(output)
     return record

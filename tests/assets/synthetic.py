@@ -106,3 +106,28 @@ def write_v3(dest: Path, *, key: Path = SIGNING_KEY, **variant: Any) -> WrittenB
     bundle = fixture.content(MANIFEST_V3, sources=SOURCES_V3, **variant)
     return write_bundle(dest, bundle, load_private_key(key),
                         max_bytes=MANIFEST_V3["limits"]["max_bundle_bytes"])
+
+
+# A version 3 manifest judged by serve/v1: bf16-rounded traffic rows with top-k only,
+# top-k then top-p, top-p only, and a forced row at 1e9 under top-k.
+MANIFEST_SERVE: dict[str, Any] = {
+    **MANIFEST_V3,
+    "name": "synthetic-test-fixture-serve",
+    "rules": "serve/v1",
+    "limits": {**MANIFEST["limits"], "max_batch": 128},
+    "cases": [
+        {"id": "traffic-bf16-v200", "kind": "traffic", "vocab": 200, "batch": 6, "seed": 3,
+         "rows": {"round": "bf16"},
+         "sampling": [{"k": 20}, {"k": 50, "p": "0.8"}, {"p": "0.9"}]},
+        {"id": "traffic-forced-v128", "kind": "traffic", "vocab": 128, "batch": 2, "seed": 4,
+         "rows": {"force": {"ids": [7]}}, "forced_id": 7,
+         "sampling": [{"p": "0.5"}, {"k": 10, "p": "0.9"}]},
+    ],
+}
+
+
+def write_serve(dest: Path, *, key: Path = SIGNING_KEY, **variant: Any) -> WrittenBundle:
+    """A bundle of :data:`MANIFEST_SERVE` (judged by serve/v1)."""
+    bundle = fixture.content(MANIFEST_SERVE, sources=SOURCES_V3, **variant)
+    return write_bundle(dest, bundle, load_private_key(key),
+                        max_bytes=MANIFEST_SERVE["limits"]["max_bundle_bytes"])

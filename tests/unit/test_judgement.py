@@ -166,3 +166,50 @@ def test_captured_forced_values_and_p_must_be_the_manifests(tmp_path):
     synthetic.write_v3(tmp_path / "b", lie_inputs=True)
     with pytest.raises(BindingMismatchError, match="vs the manifest"):
         verify_bundle(tmp_path / "b", PUB, workers=1)
+
+
+# --- serve/v1 bundles (traffic rows with per-row k and p) ----------------------------------
+
+
+def test_a_serve_bundle_with_top_k_rows_verifies_by_serve_v1(tmp_path):
+    written = synthetic.write_serve(tmp_path / "b")
+    result = verify_bundle(tmp_path / "b", PUB, workers=1)
+    assert (result.rules, result.verdict["verdict"]) == ("serve/v1", "PASS")
+    rows = written.statement["predicate"]["rows"]
+    assert [r.get("k") for r in rows[:3]] == [20, 50, None]
+    assert all("patched_mass_dropped" in r["diagnostics"] for r in rows)
+
+
+def test_captured_top_k_must_be_the_manifests(tmp_path):
+    import dataclasses
+    import json
+
+    from harness.capture.bundle_writer import write_bundle
+    from harness.core.digest import sha256_hex
+    from harness.probes import fixture
+
+    bundle = fixture.content(synthetic.MANIFEST_SERVE, sources=synthetic.SOURCES_V3)
+    name = "inputs/traffic-bf16-v200.k.i32"
+    k = struct.pack("<6i", 21, 50, 200, 20, 50, 200)  # the first row's k 21, not 20
+    evidence = {}
+    for side, data in bundle.evidence.items():  # a consistent lie: the children hashed it
+        value = json.loads(data)
+        for record in value["cases"]:
+            if record["id"] == "traffic-bf16-v200":
+                record["k_sha256"] = sha256_hex(k)
+        evidence[side] = (json.dumps(value, indent=2) + "\n").encode()
+    lied = dataclasses.replace(bundle, inputs={**bundle.inputs, name: k}, evidence=evidence)
+    write_bundle(tmp_path / "b", fixture.with_report(lied, synthetic.MANIFEST_SERVE), KEY,
+                 max_bytes=synthetic.MANIFEST_SERVE["limits"]["max_bundle_bytes"])
+    with pytest.raises(BindingMismatchError, match="top-k"):
+        verify_bundle(tmp_path / "b", PUB, workers=1)
+
+
+def test_traffic_rows_need_a_rule_set_that_reads_top_k():
+    from harness.core.errors import ManifestError
+    from harness.core.manifest import parse_manifest
+    from harness.probes.fixture import manifest_bytes
+
+    wrong = {**synthetic.MANIFEST_SERVE, "rules": "seed/v2"}
+    with pytest.raises(ManifestError, match="use serve/v1"):
+        parse_manifest(manifest_bytes(wrong))
