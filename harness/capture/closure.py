@@ -1,14 +1,11 @@
-"""The kernel module's import closure, found by static analysis of a vLLM file set.
+"""The kernel module's import closure, found by static analysis of a file set.
 
 Capture side (standard library only). A *file set* is what a wheel or a source tree holds:
 the relative POSIX paths of its files and a way to read one. :func:`closure` walks the
-module-level imports (``ast``) from fixed roots:
-
-* the kernel module ``vllm.v1.sample.ops.topk_topp_triton``;
-* ``vllm.platforms.cuda`` and ``vllm.platforms.cpu`` (vLLM picks its platform class from a
-  qualified-name string, which static analysis cannot follow);
-* ``vllm.third_party.pynvml`` (imported inside ``cuda_platform_plugin`` while vLLM detects
-  CUDA).
+module-level imports (``ast``) from a kernel family's roots (``Family.closure_roots``,
+:mod:`harness.capture.families`; for vLLM's Triton kernel: the kernel module,
+``vllm.platforms.cuda`` and ``vllm.platforms.cpu``, and ``vllm.third_party.pynvml``) within
+the family's package.
 
 It follows every import at module level of a module in the closure, including those under
 ``try`` and ``if``, but not those under ``if TYPE_CHECKING:`` and not those inside function
@@ -33,6 +30,7 @@ from dataclasses import dataclass
 from ..core.errors import SourcesError
 from ..core.terminal import printable
 
+# vLLM's Triton kernel (the default family's roots; harness.capture.families.vllm_triton)
 KERNEL_MODULE = "vllm.v1.sample.ops.topk_topp_triton"
 ROOTS = (
     KERNEL_MODULE,
@@ -40,8 +38,8 @@ ROOTS = (
     "vllm.platforms.cpu",
     "vllm.third_party.pynvml",
 )
-_SO = re.compile(r"^(?P<mod>vllm/.+?)(\.abi3|\.cpython-[^./]+)?\.so$")
-_CMAKE_EXTENSION = re.compile(r"""CMakeExtension\(\s*name\s*=\s*["'](vllm\.[\w.]+)["']""")
+_SO = r"^(?P<mod>{package}/.+?)(\.abi3|\.cpython-[^./]+)?\.so$"
+_CMAKE_EXTENSION = r"""CMakeExtension\(\s*name\s*=\s*["']({package}\.[\w.]+)["']"""
 
 
 @dataclass(frozen=True)
@@ -97,16 +95,19 @@ def module_level_imports(tree: ast.Module, module: str, is_package: bool) -> lis
     return found
 
 
-def compiled_modules(names: Collection[str], read: Callable[[str], bytes]) -> set[str]:
-    """Compiled vLLM extension modules of a file set: its ``.so`` files, else ``setup.py``."""
+def compiled_modules(names: Collection[str], read: Callable[[str], bytes],
+                     package: str = "vllm") -> set[str]:
+    """Compiled extension modules of ``package`` in a file set: its ``.so`` files, else
+    ``setup.py``."""
+    so = re.compile(_SO.format(package=re.escape(package)))
     found = set()
     for name in names:
-        match = _SO.match(name)
+        match = so.match(name)
         if match:
             found.add(match["mod"].replace("/", "."))
     if not found and "setup.py" in names:
         text = read("setup.py").decode("utf-8", "replace")
-        found.update(_CMAKE_EXTENSION.findall(text))
+        found.update(re.findall(_CMAKE_EXTENSION.format(package=re.escape(package)), text))
     return found
 
 
@@ -128,14 +129,15 @@ def _imports_of(path: str, source: bytes, module: str, is_package: bool) -> list
                            "found") from None
 
 
-def closure(names: Collection[str], read: Callable[[str], bytes]) -> Closure:
-    """The kernel module's import closure within the file set ``names``."""
+def closure(names: Collection[str], read: Callable[[str], bytes], *,
+            roots: Collection[str] = ROOTS, package: str = "vllm") -> Closure:
+    """The import closure of ``roots`` (a family's) within ``package`` in the file set."""
     names = set(names)
-    compiled = compiled_modules(names, read)
+    compiled = compiled_modules(names, read, package)
     files: set[str] = set()
     placeholders: set[str] = set()
     third: dict[str, set[str]] = {}
-    todo = list(ROOTS)
+    todo = list(roots)
     seen: set[str] = set()
     while todo:
         module = todo.pop()
@@ -157,7 +159,7 @@ def closure(names: Collection[str], read: Callable[[str], bytes]) -> Closure:
         todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
         for name in _imports_of(path, read(path), module, is_package):
             top = name.split(".")[0]
-            if top == "vllm":
+            if top == package:
                 todo.append(name)
             elif top and top not in sys.stdlib_module_names:
                 third.setdefault(top, set()).add(module)

@@ -20,8 +20,9 @@ from typing import Any
 
 from ..core import schema
 from ..core.digest import sha256_hex
-from ..core.errors import EvidenceDriftError, SourcesError
+from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 from ..core.safeio import read_regular_file
+from . import families
 from .sources import Side, tree_digest
 
 PIN_SCHEMA = "topp-gate/pin/v1"
@@ -44,6 +45,11 @@ class PinFile:
         return str(self.data["version"])
 
     @property
+    def family(self) -> str:
+        """The kernel family (absent in the file: ``vllm-triton``)."""
+        return families.of_side(self.data)
+
+    @property
     def origin(self) -> Mapping[str, Any]:
         return dict(self.data["origin"])
 
@@ -61,14 +67,21 @@ class PinFile:
             placeholders=tuple(self.data["placeholders"]),
             origin=origin,
             pin_sha256=self.sha256,
+            family=self.family,
         )
 
 
 def pin_document(*, version: str, kernel_path: str, origin: Mapping[str, Any],
-                 files: Mapping[str, str], placeholders: list[str]) -> dict[str, Any]:
-    """The JSON document of a pin file (keys in the schema's order)."""
+                 files: Mapping[str, str], placeholders: list[str],
+                 family: str = families.DEFAULT) -> dict[str, Any]:
+    """The JSON document of a pin file (keys in the schema's order). ``family`` is written
+    only when it is not the default, so a vllm-triton pin is byte for byte what it was
+    before families existed."""
+    head: dict[str, Any] = {"schema": PIN_SCHEMA}
+    if family != families.DEFAULT:
+        head["family"] = family
     return {
-        "schema": PIN_SCHEMA,
+        **head,
         "version": version,
         "kernel_path": kernel_path,
         "kernel_sha256": files[kernel_path],
@@ -94,6 +107,16 @@ def parse_pin_file(raw: bytes, *, source: str = "pin file") -> PinFile:
     if problem is not None:
         raise SourcesError(f"{source}: schema violation {problem}")
     files = data["files"]
+    try:
+        family = families.get(families.of_side(data))
+    except UsageError as err:
+        raise SourcesError(f"{source}: {err.detail}") from None
+    if data["kernel_path"] != family.kernel_path:
+        raise SourcesError(f"{source}: kernel_path {data['kernel_path']!r} is not family "
+                           f"{family.id}'s {family.kernel_path!r}")
+    bad = [name for name in data["placeholders"] if not family.placeholder_ok(name)]
+    if bad:
+        raise SourcesError(f"{source}: placeholder {bad[0]!r} is not a {family.package} module")
     if files.get(data["kernel_path"]) != data["kernel_sha256"]:
         raise SourcesError(f"{source}: the file list does not hold the kernel at kernel_sha256")
     if tree_digest(files) != data["tree_sha256"]:

@@ -18,6 +18,7 @@ from ..core.manifest import Manifest
 from ..core.names import PIN_FILE_COPIED_FIELDS, SIDES
 from ..core.safeio import read_regular_file
 from ..core.terminal import printable
+from . import families
 from .pinfile import WHEEL, load_pin_file
 from .sources import MAX_PATCH_BYTES, Side, fetch_wheel, patched_side, resolve_tree, verified_wheel
 
@@ -33,6 +34,8 @@ def pinned_side(manifest: Manifest, name: str) -> Side:
     pin = load_pin_file(manifest.pin_path(name), expected_sha256=str(entry["pin_sha256"]))
     for key in PIN_FILE_COPIED_FIELDS:
         _agree(name, key, str(entry[key]), str(pin.data[key]))
+    # the lead's manifest schema lets a side carry its pin file's family (absent: default)
+    _agree(name, "family", families.of_side(entry), pin.family)
     return pin.side(name)
 
 

@@ -32,10 +32,10 @@ from typing import Any
 from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import SourcesError, UsageError
 from ..core.terminal import printable
-from . import safegit
+from . import families, safegit
 from .closure import closure
 from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
-from .sources import KERNEL_PATH, cache_root, write_tree
+from .sources import cache_root, write_tree
 
 _RELEASE = re.compile(r"^vllm==(\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)?)$")
 _VERSION_PY = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""",
@@ -147,27 +147,29 @@ def tree_origin(root: Path) -> dict[str, Any]:
             "clean": commit is not None and safegit.is_clean(root, commit)}
 
 
-def _metadata_files(names: Collection[str]) -> list[str]:
-    """The distribution metadata vLLM reads its own version from, when the set has one."""
-    return sorted(n for n in names
-                  if re.fullmatch(r"vllm-[^/]+\.dist-info/METADATA|vllm\.egg-info/PKG-INFO", n))
-
-
 # --- the pin ------------------------------------------------------------------------------------
 
 
-def pin_files(fileset: FileSet, version: str) -> tuple[dict[str, str], list[str], list[str]]:
-    """(path -> sha256, placeholders, third-party packages) of the kernel's closure."""
-    if KERNEL_PATH not in fileset.names:
-        raise SourcesError(f"vLLM {printable(version)} does not ship {KERNEL_PATH}; nothing to pin")
-    found = closure(fileset.names, fileset.read)
-    paths = set(found.files) | set(_metadata_files(fileset.names))
+def pin_files(fileset: FileSet, version: str, family: families.Family | None = None,
+              ) -> tuple[dict[str, str], list[str], list[str]]:
+    """(path -> sha256, placeholders, third-party packages) of the family's kernel closure
+    (default family: vLLM's Triton kernel) plus the extra files the family's import reads."""
+    family = family or families.get()
+    if family.kernel_path not in fileset.names:
+        raise SourcesError(f"vLLM {printable(version)} does not ship {family.kernel_path}; "
+                           "nothing to pin")
+    found = closure(fileset.names, fileset.read, roots=family.closure_roots,
+                    package=family.package)
+    paths = set(found.files) | set(family.extra_files(fileset.names))
     files = {path: sha256_hex(fileset.read(path)) for path in sorted(paths)}
     return files, sorted(found.placeholders), sorted(found.third_party)
 
 
-def pin(spec: str, out: Path, *, cache: Path | None = None) -> PinResult:
-    """Write the pin file for ``spec`` to ``out`` (never overwrites) and cache its tree."""
+def pin(spec: str, out: Path, *, cache: Path | None = None,
+        family: str = families.DEFAULT) -> PinResult:
+    """Write the pin file for ``spec`` to ``out`` (never overwrites) and cache its tree;
+    ``family`` names the kernel family whose closure is pinned."""
+    kind = families.get(family)
     if os.path.lexists(out):
         raise UsageError(f"{out} already exists; a pin file is never overwritten")
     root = cache_root(cache)
@@ -199,9 +201,9 @@ def pin(spec: str, out: Path, *, cache: Path | None = None) -> PinResult:
             fileset = tree_files(tree)
             version = tree_version(tree)
             origin = tree_origin(tree)
-        files, placeholders, third = pin_files(fileset, version)
-        document = pin_document(version=version, kernel_path=KERNEL_PATH, origin=origin,
-                                files=files, placeholders=placeholders)
+        files, placeholders, third = pin_files(fileset, version, kind)
+        document = pin_document(version=version, kernel_path=kind.kernel_path, origin=origin,
+                                files=files, placeholders=placeholders, family=kind.id)
         raw = pin_bytes(document)
         parsed = parse_pin_file(raw, source=str(out))  # what we write must load
         tree_path = write_tree(parsed.side("stock"), fileset.read, root / "trees")

@@ -15,6 +15,7 @@ complete, signed bundle. There is no retry inside a run.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import json
@@ -45,6 +46,7 @@ from ..core.terminal import printable
 from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
+from .private_tree import PrivateTree, private_tree
 from .provenance import source_revision
 from .signing import load_private_key
 from .sources import (
@@ -325,13 +327,20 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
     backend = resolve_backend(options.backend, manifest)
     key = load_private_key(options.key, owner_only=True)  # refused if group/other may read
     limits = dict(manifest.limits)
-    sides = prepare_sides(manifest, options, progress)
+    checked = prepare_sides(manifest, options, progress)
     clock = _Clock(started, started + float(limits["run_timeout_s"]))
 
     remove_stale_scratch(options.out)
     with tempfile.TemporaryDirectory(prefix=scratch_prefix(options.out),
-                                     dir=options.out.parent) as scratch:
+                                     dir=options.out.parent) as scratch, \
+            contextlib.ExitStack() as copies:
         work = Path(scratch)
+        # Each side's private copy, made once and hashed after copying, before anything
+        # else: what runs (and what the diff and the receipt read) is what was pinned,
+        # whatever happens to the checked source trees from now on.
+        private = {name: copies.enter_context(private_tree(name, side.files, tree))
+                   for name, (side, tree) in checked.items()}
+        sides = {name: (side, private[name].tree) for name, (side, _) in checked.items()}
         _say(progress, f"building captured inputs for {len(manifest.cases)} cases")
         write_cases(manifest, work)
         cases_raw = (work / "cases.json").read_bytes()
@@ -339,8 +348,8 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
         check_against_manifest(layout, manifest)
         clock.timings["build_cases_s"] = clock.since_start()
 
-        results, run_stops = run_children(manifest, sides, backend, work, layout, clock,
-                                           repeats=options.repeats, progress=progress)
+        results, run_stops = run_children(manifest, sides, private, backend, work, layout,
+                                           clock, repeats=options.repeats, progress=progress)
         collected = collect_outputs(manifest, layout, work, results)
         if collected.path_failed:
             run_stops.append("split_path_not_taken")
@@ -369,17 +378,19 @@ class _Clock:
         return round(time.monotonic() - self.started, 3)
 
 
-def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]], backend: str,
-                 work: Path, layout: Sequence[CaseLayout], clock: _Clock, *, repeats: int,
+def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
+                 private: Mapping[str, PrivateTree], backend: str, work: Path,
+                 layout: Sequence[CaseLayout], clock: _Clock, *, repeats: int,
                  progress: Progress | None) -> tuple[dict[str, SideResult], list[str]]:
-    """One kernel child per side, in order, each within what is left of the run's time.
-    Returns each side's result and the run stops so far (``run_timeout``)."""
+    """One kernel child per side, in order, each within what is left of the run's time,
+    importing from the side's private copy. Returns each side's result and the run stops
+    so far (``run_timeout``)."""
     limits = manifest.limits
     num_sm = int(manifest.backend.get("interpreter_sm_count", DEFAULT_NUM_SM))
     results: dict[str, SideResult] = {}
     run_stops: list[str] = []
     for name in SIDES:
-        side, tree = sides[name]
+        side, _ = sides[name]
         remaining = clock.deadline - time.monotonic()
         timeout = min(float(limits["child_timeout_s"]), remaining)
         if timeout <= 0:
@@ -388,7 +399,7 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]], bac
         _say(progress, f"{name}: vLLM {printable(side.version)} on {backend} "
                        f"({len(layout)} cases, timeout {timeout:.0f} s)")
         t0 = time.monotonic()
-        results[name] = run_side(side, tree, backend, num_sm, work / "cases.json",
+        results[name] = run_side(side, private[name], backend, num_sm, work / "cases.json",
                                  work / "out" / name, timeout, repeats=repeats,
                                  dispatch=manifest.dispatch(name))
         clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)

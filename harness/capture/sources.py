@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -37,8 +38,11 @@ from ..core.digest import is_sha256, sha256_file, sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError, UsageError
 from ..core.names import SIDES
 from ..core.safeio import read_regular_file
+from . import families
+from .families.vllm_triton import FAMILY as VLLM_TRITON
 
-KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
+# vLLM's Triton kernel file (the default family's; a side's own is ``Side.kernel_path``)
+KERNEL_PATH = VLLM_TRITON.kernel_path
 
 
 # --- hashing --------------------------------------------------------------------------------
@@ -72,6 +76,7 @@ class Side:
     # set only for a side read from a pin file (harness.capture.pinfile)
     origin: Mapping[str, Any] | None = None
     pin_sha256: str | None = None
+    family: str = families.DEFAULT  # the kernel family (harness.capture.families)
 
     @property
     def digest(self) -> str:
@@ -98,6 +103,8 @@ class Side:
             out["origin"] = dict(self.origin)
         if self.pin_sha256 is not None:
             out["pin_sha256"] = self.pin_sha256
+        if self.family != families.DEFAULT:  # absent means vllm-triton, as in pin files
+            out["family"] = self.family
         return out
 
 
@@ -125,6 +132,8 @@ def parse_pins(raw: Mapping[str, Any]) -> Pins:
     """Check and convert the JSON pins (see docs/sources-and-kernels.md for the layout)."""
     try:
         kernel_path = raw["kernel_path"]
+        if kernel_path != families.get(families.of_side(raw)).kernel_path:
+            raise SourcesError(f"pins: kernel_path {kernel_path!r} is not the family's")
         sides: dict[str, Side] = {}
         for name in SIDES:
             entry = raw["sides"][name]
@@ -384,13 +393,33 @@ def _wheel_platform(wheel: str) -> str:
 # --- trees ------------------------------------------------------------------------------------
 
 
+def _tree_entries(side: Side, tree: Path) -> list[str]:
+    """Every file under ``tree`` by relative path; a link (to a file or a folder), a FIFO,
+    a device or a socket anywhere in it is refused (the walk never follows one)."""
+    found: list[str] = []
+    pending = [tree]
+    while pending:
+        folder = pending.pop()
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            rel = Path(entry.path).relative_to(tree).as_posix()
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                pending.append(Path(entry.path))
+            elif stat.S_ISREG(mode):
+                found.append(rel)
+            else:
+                what = "a link" if stat.S_ISLNK(mode) else "not a regular file"
+                raise EvidenceDriftError(f"{side.name} tree {tree}: {rel} is {what}",
+                                         side.files.get(rel, side.digest), what)
+    return sorted(found)
+
+
 def verify_tree(side: Side, tree: Path) -> Path:
-    """Check that ``tree`` holds exactly ``side.files`` with their hashes; return it."""
-    if not tree.is_dir():
-        raise SourcesError(f"{side.name} tree {tree} does not exist")
-    found = sorted(
-        p.relative_to(tree).as_posix() for p in tree.rglob("*") if not p.is_dir()
-    )
+    """Check that ``tree`` holds exactly ``side.files`` with their hashes, and no link or
+    special file anywhere (a ``__pycache__`` folder link included); return it."""
+    if tree.is_symlink() or not tree.is_dir():
+        raise SourcesError(f"{side.name} tree {tree} does not exist or is a link")
+    found = _tree_entries(side, tree)
     extra = sorted(set(found) - set(side.files))
     missing = sorted(set(side.files) - set(found))
     if extra or missing:

@@ -22,8 +22,10 @@ TRAFFIC = "traffic"  # version 3: realistic rows (row builders) with per-row k a
 ROW_KINDS = (FORCED, ORDINARY)
 
 # The dispatch path a side must take (version 2 manifests name one per side; version 1
-# always means split): the CUDA split top-p pipeline (``_apply_topp_split``) or the
-# one-kernel path of releases before 0.30.0 (``_topk_topp_kernel``).
+# always means split). These are the paths of the vllm-triton kernel family: the CUDA split
+# top-p pipeline (``_apply_topp_split``) or the one-kernel path of releases before 0.30.0
+# (``_topk_topp_kernel``). Other families name their own paths
+# (``harness.capture.families``); the proof is read by path name either way.
 SPLIT = "split"
 SINGLE = "single"
 DISPATCH_PATHS = (SPLIT, SINGLE)

@@ -14,12 +14,29 @@ Two algorithms, one rule: sha256 over the sorted lines
 
 ``topp-gate harness-digest [DIR]`` prints the digest of a checkout (DIR holds ``harness/``)
 or, without DIR, of the installed package.
+
+The digest covers sources, but Python may execute bytecode instead: a ``.pyc`` in a
+``__pycache__`` whose header matches its source's size and time is loaded in its place, so a
+planted one would run other code under an unchanged digest. Both digests therefore refuse
+(:class:`~harness.core.errors.HarnessDriftError`, exit 4) a covered folder holding bytecode
+that is not exactly what its source compiles to (:func:`foreign_bytecode`): every ``.pyc``
+must sit in a ``__pycache__`` beside its ``.py``, carry this interpreter's magic number
+and cache tag, and unmarshal to a code object equal to ``compile()`` of the source (so a
+``.pyc`` Python wrote itself passes, whoever wrote it). The installed digest (what
+``verify`` compares) also checks the bytecode each loaded module of the scope names
+(``__cached__``), wherever ``sys.pycache_prefix`` put it. Code that already ran cannot be
+undone by a check in the same process: an auditor who doubts a checkout runs
+``topp-gate harness-digest DIR`` from a trusted install, which refuses such a checkout.
+The digest algorithm itself (the sources) is unchanged.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 import os
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -27,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .digest import sha256_hex
-from .errors import UsageError
+from .errors import HarnessDriftError, UsageError
 from .safeio import read_regular_file
 
 CORE_TREE = "topp-gate/core-tree/v1"
@@ -68,12 +85,105 @@ def _installed(node: Traversable, prefix: str = "") -> Iterator[tuple[str, bytes
 
 
 def installed_digest(algorithm: str = CORE_TREE) -> dict[str, Any]:
-    """The digest of this installed package under ``algorithm``."""
+    """The digest of this installed package under ``algorithm``; refused when the package
+    runs (or could run) bytecode that is not its sources' (module docstring)."""
     if algorithm not in _SCOPE:
         raise UsageError(f"unknown harness digest algorithm {algorithm!r}; "
                          f"known: {', '.join(ALGORITHMS)}")
-    node = resources.files(".".join(_SCOPE[algorithm]))
+    package = ".".join(_SCOPE[algorithm])
+    node = resources.files(package)
+    if isinstance(node, Path):
+        _refuse_foreign(foreign_bytecode(node), node)
+    _refuse_foreign(_loaded_foreign(package), Path("."))
     return {"algorithm": algorithm, **digest_lines(_installed(node))}
+
+
+# --- bytecode that is not the sources' ----------------------------------------------------
+
+_MAX_PYC_BYTES = 16 << 20
+
+
+def _pyc_problem(pyc: Path, source: Path) -> str | None:
+    """Why ``pyc`` is not exactly what ``source`` compiles to (None when it is)."""
+    try:
+        data = read_regular_file(pyc, "bytecode", _MAX_PYC_BYTES, follow_link=False)
+        code = read_regular_file(source, "source file", MAX_FILE_BYTES, follow_link=False)
+    except UsageError as err:
+        return err.detail
+    if data[:4] != importlib.util.MAGIC_NUMBER or len(data) < 16:
+        return "not this interpreter's bytecode"
+    try:
+        # what the import system would unmarshal anyway when it loads this module
+        loaded = marshal.loads(data[16:])  # noqa: S302
+        compiled = compile(code, str(source), "exec", dont_inherit=True,
+                           optimize=_optimization(pyc.name))
+    except (ValueError, EOFError, TypeError, SyntaxError) as err:
+        return f"unreadable ({err.__class__.__name__})"
+    return None if loaded == compiled else "not the code its source compiles to"
+
+
+def _optimization(name: str) -> int:
+    parts = name.split(".")
+    opt = next((p for p in parts if p.startswith("opt-")), None)
+    return int(opt[4:]) if opt and opt[4:].isdigit() else 0
+
+
+def foreign_bytecode(top: Path) -> list[str]:
+    """Relative paths of the bytecode under ``top`` that this verifier did not (or could
+    not) have written from the sources beside it: any ``.pyc`` outside a ``__pycache__``,
+    in a ``__pycache__`` without its ``.py``, of another cache tag, a link or special file
+    in a ``__pycache__``, or code other than ``compile()`` of its source."""
+    found: list[str] = []
+    tag = sys.implementation.cache_tag
+    pending = [(top, "")]
+    while pending:
+        folder, prefix = pending.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        cache = folder.name == "__pycache__"
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                pending.append((Path(entry.path), rel + "/"))
+                continue
+            if not cache:
+                if entry.name.endswith((".pyc", ".pyo")) or (
+                        entry.name == "__pycache__" and not stat.S_ISDIR(mode)):
+                    found.append(rel)
+                continue
+            stem, _, rest = entry.name.partition(".")
+            source = folder.parent / f"{stem}.py"
+            if (not stat.S_ISREG(mode) or not rest.startswith(f"{tag}.")
+                    or not rest.endswith("pyc")
+                    or _pyc_problem(Path(entry.path), source) is not None):
+                found.append(rel)
+    return sorted(found)
+
+
+def _loaded_foreign(package: str) -> list[str]:
+    """Loaded modules of ``package`` whose bytecode file (``__cached__``, wherever the
+    pycache prefix put it) exists and is not exactly their source compiled."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        if name != package and not name.startswith(package + "."):
+            continue
+        cached, origin = getattr(module, "__cached__", None), getattr(module, "__file__", None)
+        if not cached or not origin or not os.path.lexists(cached):
+            continue
+        if _pyc_problem(Path(cached), Path(origin)) is not None:
+            found.append(str(cached))
+    return sorted(found)
+
+
+def _refuse_foreign(found: list[str], top: Path) -> None:
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise HarnessDriftError(f"bytecode {top / found[0]}{more}",
+                                "only what its source compiles to", "other code",
+                                said_by="the trusted-core digest")
 
 
 def _checkout_files(top: Path) -> Iterator[tuple[str, bytes]]:
@@ -114,4 +224,5 @@ def checkout_digest(root: Path, algorithm: str = CORE_TREE) -> dict[str, Any]:
     if not top.is_dir() or top.is_symlink():
         raise UsageError(f"{root} holds no {'/'.join(_SCOPE[algorithm])}/ folder "
                          "(give the root of a topp-gate checkout)")
+    _refuse_foreign(foreign_bytecode(top), top)
     return {"algorithm": algorithm, **digest_lines(_checkout_files(top))}

@@ -363,8 +363,9 @@ def _p_child_timeout(ctx: ProbeContext) -> str:
     cases.write_text('{"schema": "topp-gate/cases/v1", "cases": []}\n', encoding="utf-8")
     tree = ctx.work / "timeout-tree"
     tree.mkdir()
-    result = run_side(load_pins().side("stock"), tree, "interpreter", 132, cases,
-                      ctx.work / "timeout-out", 0.0)
+    # a side pinning no file: its (empty) private copy is made and the child started
+    side = dataclasses.replace(load_pins().side("stock"), files={})
+    result = run_side(side, tree, "interpreter", 132, cases, ctx.work / "timeout-out", 0.0)
     if result.status != "timeout":
         return result.status
     row, p32, good = _ordinary_fixture()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,14 @@ def _cases(tmp_path: Path) -> Path:
     return path
 
 
+def _no_files(side: sources.Side) -> sources.Side:
+    """A side pinning no file: its private copy is empty, so its child starts and fails
+    at the import (the runner refuses to copy a tree that lacks a pinned file)."""
+    return replace(side, files={})
+
+
 def test_a_child_on_a_broken_tree_is_a_kernel_crash(tmp_path):
-    side = sources.load_pins().side("stock")
+    side = _no_files(sources.load_pins().side("stock"))
     empty_tree = tmp_path / "tree"
     empty_tree.mkdir()
     result = run_side(side, empty_tree, "interpreter", 2, _cases(tmp_path), tmp_path / "out",
@@ -38,7 +45,7 @@ def test_relative_paths_reach_the_child_from_its_own_working_directory(tmp_path,
                                                                       monkeypatch):
     """The child runs in a scratch folder: every path it is given must still resolve (a
     relative --out once made it look for its request under the wrong folder)."""
-    side = sources.load_pins().side("stock")
+    side = _no_files(sources.load_pins().side("stock"))
     (tmp_path / "tree").mkdir()
     _cases(tmp_path)
     monkeypatch.chdir(tmp_path)

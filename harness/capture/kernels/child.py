@@ -1,36 +1,37 @@
-"""Kernel child: import one side's pinned vLLM kernel module and run it on captured bytes.
+"""Kernel child: import one side's pinned kernel from a private copy and run it on captured bytes.
 
 Run as ``python -m harness.capture.kernels.child REQUEST.json`` by
 :mod:`harness.capture.kernels.runner`, one process per side, so two vLLM versions never
 share an interpreter. Needs only the standard library, torch, triton and numpy (the GPU
 machine has nothing else), and of topp-gate only :mod:`harness.core.digest`,
-:mod:`harness.core.names` and :mod:`harness.core.errors` (standard library only).
+:mod:`harness.core.names`, :mod:`harness.core.errors` and the side's kernel family
+(:mod:`harness.capture.families`). Everything specific to one implementation (what to
+import, which entry to call with ``(logits, k, p)``, how a dispatch path is proven) lives in
+the family module the request names; this module is generic.
 
-The request (written by the runner) names the side, its verified tree, the backend, the SM
-count for the interpreter, the cases index and the output directory. The child:
+The request (written by the runner) names the side, its family (id, module, and the folder
+to import that module from, if any), the *private copy* of its pinned tree (a fresh 0700
+folder the runner filled and hashed after copying), the fresh empty bytecode prefix, the
+backend, the SM count for the interpreter, the cases index and the output directory. The
+child:
 
-1. puts the tree first on ``sys.path`` and installs empty placeholder modules for exactly
-   the compiled vLLM extensions listed in the request (the split top-p path is pure
-   Triton); it never writes bytecode into the tree;
-2. imports ``vllm.v1.sample.ops.topk_topp_triton`` unmodified, checks that every ``vllm``
-   module came from the tree, and hashes the kernel file it actually imported (``__file__``);
+1. checks that it writes no bytecode (``sys.dont_write_bytecode``) and reads bytecode only
+   from the fresh prefix (``sys.pycache_prefix``, set by ``PYTHONPYCACHEPREFIX``), puts the
+   copy first on ``sys.path`` and installs empty placeholder modules for exactly the
+   compiled extensions listed in the request;
+2. imports the family's kernel module unmodified, checks that every module of the family's
+   package came from the copy (``__file__``) and none from bytecode outside the fresh prefix
+   (``__cached__``), and hashes the files of the copy it imported from (``kernel_sha256``,
+   ``tree_sha256``: the bytes imported);
 3. for each case reads the raw little-endian float32 logits and p, hashes exactly the bytes
-   it read, runs the split top-p pipeline while observing (``sys.setprofile``, no change
-   to the module) that the split entry point ran, with which SM count, slice count and
-   grids, and that the monolithic kernel did not launch; a case without that proof fails;
+   it read, calls the family's entry while the family's observer of the declared path
+   watches (no change to the module); a case without that proof fails;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
-The request's ``dispatch`` names the path to prove (default ``split``). For ``single`` (the
-one-kernel path of releases before 0.30.0) step 3 observes instead the public entry
-``apply_top_k_top_p_triton`` and Triton's own launch method (:class:`SingleObserver`): the
-proof is exactly one launch, of ``_topk_topp_kernel``; in the interpreter the public entry
-is called on CPU tensors (vLLM's CPU platform set, and recorded, first). The proof is
-stored under the path's name (``split`` or ``single``) in each case's record.
-
-Backends: ``cuda`` calls the public ``apply_top_k_top_p_triton(logits, None, p)`` (batch
-<= 64 takes the split pipeline); ``interpreter`` (``TRITON_INTERPRET=1`` and an empty
-``CUDA_VISIBLE_DEVICES``, set by the runner) calls ``_apply_topp_split(logits, None, p,
--inf, num_sm)`` on CPU tensors, the same pipeline the public function enters on CUDA.
+The request's ``dispatch`` names the path to prove (default: the family's). The proof is
+stored under the path's name in each case's record (``record[path]["proven"]``), as
+:func:`harness.core.names.proven_cases` reads it; for ``vllm-triton`` the paths are
+``split`` and ``single`` (:mod:`harness.capture.families.vllm_triton`).
 
 Test hook: ``TOPP_GATE_TEST_FAULT=abort|hang`` (set only by the test suite through the
 runner's ``fault`` argument) aborts the process or sleeps after the kernel import; the
@@ -40,8 +41,6 @@ value is written into the evidence the child starts with.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import inspect
 import json
 import os
 import platform
@@ -49,17 +48,16 @@ import statistics
 import sys
 import time
 import types
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...core.digest import sha256_hex
 from ...core.errors import KernelChildError
-from ...core.names import DISPATCH_PATHS, SINGLE, SPLIT
 
-KERNEL_MODULE = "vllm.v1.sample.ops.topk_topp_triton"
 EVIDENCE_SCHEMA = "topp-gate/kernel-evidence/v1"
 FAULT_ENV = "TOPP_GATE_TEST_FAULT"
-EXIT_CASE_FAILED = 3  # a case ran but its split-path proof or its input check failed
+EXIT_CASE_FAILED = 3  # a case ran but its path proof or its input check failed
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -68,317 +66,125 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-# --- import ---------------------------------------------------------------------------------
+# --- the family and the import ----------------------------------------------------------------
 
 
-def install_placeholders(names: list[str]) -> list[str]:
-    """Empty modules for compiled extensions the split path never calls."""
+def load_family(spec: dict[str, Any]) -> Any:
+    """The family the request names: its module imported (from ``path`` when given), its
+    ``FAMILY`` checked to carry the requested id."""
+    if spec.get("path"):
+        sys.path.append(str(spec["path"]))
+    try:
+        module = importlib.import_module(str(spec["module"]))
+    except ImportError as err:
+        raise KernelChildError(f"cannot import kernel family module {spec['module']!r}: "
+                               f"{err}") from None
+    family = getattr(module, "FAMILY", None)
+    if getattr(family, "id", None) != spec["id"]:
+        raise KernelChildError(f"module {spec['module']!r} does not define family "
+                               f"{spec['id']!r}")
+    return family
+
+
+def install_placeholders(family: Any, names: list[str]) -> list[str]:
+    """Empty modules for compiled extensions the measured path never calls."""
     for name in names:
-        if not name.startswith("vllm."):
-            raise KernelChildError(f"placeholder {name!r} is not a vLLM extension")
+        if not family.placeholder_ok(name):
+            raise KernelChildError(f"placeholder {name!r} is not a {family.package} extension")
         module = types.ModuleType(name, "topp-gate placeholder for a compiled extension")
         module.__topp_gate_placeholder__ = True  # type: ignore[attr-defined]
         sys.modules[name] = module
     return sorted(names)
 
 
-def import_kernel(tree: Path, kernel_path: str,
-                  placeholders: list[str]) -> tuple[Any, dict[str, Any]]:
-    sys.dont_write_bytecode = True
-    sys.path.insert(0, str(tree))
-    installed = install_placeholders(placeholders)
-    started = time.perf_counter()
-    module = importlib.import_module(KERNEL_MODULE)
-    import_s = time.perf_counter() - started
-    kernel_file = Path(module.__file__ or "").resolve()
-    if kernel_file != (tree / kernel_path).resolve():
-        raise KernelChildError(f"kernel imported from {kernel_file}, not from the pinned tree")
-    outside = []
+def check_bytecode_settings(prefix: Path) -> None:
+    """No bytecode is written, and bytecode is read only from the fresh, empty prefix."""
+    if not sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE") != "1":
+        raise KernelChildError("the kernel child must run with PYTHONDONTWRITEBYTECODE=1")
+    if sys.pycache_prefix is None or Path(sys.pycache_prefix).resolve() != prefix:
+        raise KernelChildError("the kernel child must read bytecode only from its fresh "
+                               "PYTHONPYCACHEPREFIX")
+    if any(prefix.iterdir()):
+        raise KernelChildError(f"the bytecode prefix {prefix} is not empty")
+
+
+def _in_package(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def check_loaded_from_copy(package: str, tree: Path, prefix: Path) -> list[str]:
+    """Every loaded module of ``package`` (placeholders aside) came from a file of the copy,
+    and from no bytecode outside the fresh prefix; returns their names."""
+    outside, cached = [], []
     for name, mod in list(sys.modules.items()):
-        if name != "vllm" and not name.startswith("vllm."):
-            continue
-        if getattr(mod, "__topp_gate_placeholder__", False):
+        if not _in_package(name, package) or getattr(mod, "__topp_gate_placeholder__", False):
             continue
         origin = getattr(mod, "__file__", None)
         if origin is None or not Path(origin).resolve().is_relative_to(tree):
             outside.append(name)
+        bytecode = getattr(mod, "__cached__", None)
+        if bytecode is not None and not Path(bytecode).resolve().is_relative_to(prefix):
+            cached.append(name)
     if outside:
         shown = ", ".join(sorted(outside)[:5])
-        raise KernelChildError(f"vLLM modules from outside the pinned tree: {shown}")
-    vllm_modules = sorted(n for n in sys.modules if n == "vllm" or n.startswith("vllm."))
-    try:
-        dist_version = importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        dist_version = None
-    vllm = sys.modules["vllm"]
+        raise KernelChildError(f"{package} modules from outside the pinned tree: {shown}")
+    if cached:
+        shown = ", ".join(sorted(cached)[:5])
+        raise KernelChildError(f"{package} modules with bytecode outside the fresh prefix: "
+                               f"{shown}")
+    return sorted(n for n in sys.modules if _in_package(n, package))
+
+
+def copy_digest(tree: Path) -> dict[str, str]:
+    """path -> sha256 of every file of the copy, read now (the bytes the import read)."""
+    files: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames.sort()
+        for filename in filenames:
+            path = Path(dirpath) / filename
+            files[path.relative_to(tree).as_posix()] = sha256_hex(path.read_bytes())
+    return files
+
+
+def tree_digest(files: dict[str, str]) -> str:
+    """The pinned tree digest (``harness.capture.sources.tree_digest``, repeated here: the
+    child imports nothing of the capture side but its family)."""
+    text = "".join(f"{files[path]}  {path}\n" for path in sorted(files))
+    return sha256_hex(text.encode("utf-8"))
+
+
+def import_kernel(family: Any, tree: Path, prefix: Path, kernel_path: str,
+                  placeholders: list[str]) -> tuple[Any, dict[str, Any]]:
+    sys.dont_write_bytecode = True
+    check_bytecode_settings(prefix)
+    sys.path.insert(0, str(tree))
+    installed = install_placeholders(family, placeholders)
+    started = time.perf_counter()
+    module = importlib.import_module(family.kernel_module)
+    import_s = time.perf_counter() - started
+    kernel_file = Path(module.__file__ or "").resolve()
+    if kernel_path != family.kernel_path or kernel_file != (tree / kernel_path).resolve():
+        raise KernelChildError(f"kernel imported from {kernel_file}, not from the pinned tree")
+    loaded = check_loaded_from_copy(family.package, tree, prefix)
+    if any(prefix.iterdir()):
+        raise KernelChildError(f"bytecode was written into the prefix {prefix}")
+    files = copy_digest(tree)
+    own = {family.package, type(family).__module__.split(".")[0]}
     info = {
+        "family": family.id,
         "kernel_file": kernel_path,
-        "kernel_sha256": sha256_hex(kernel_file.read_bytes()),
-        "vllm_version": getattr(vllm, "__version__", None),
-        "vllm_dist_version": dist_version,
-        "vllm_modules_loaded": len(vllm_modules),
-        "vllm_modules_all_from_tree": True,
+        "kernel_sha256": files.get(kernel_path),
+        "tree_sha256": tree_digest(files),
+        **family.package_info(module, loaded),
         "placeholders_installed": installed,
         "third_party_loaded": sorted(
             {n.split(".")[0] for n in sys.modules}
-            - set(sys.stdlib_module_names) - {"vllm", "harness", "__main__", "__mp_main__"}
+            - set(sys.stdlib_module_names) - own - {"harness", "__main__", "__mp_main__"}
             - {n for n in sys.modules if n.startswith("_")}
         ),
         "import_s": round(import_s, 3),
     }
     return module, info
-
-
-# --- observing the split path ---------------------------------------------------------------
-
-
-class SplitObserver:
-    """Records the split pipeline's calls and launch specs without changing the module.
-
-    It watches code objects only: the entry ``_apply_topp_split`` (its arguments), the
-    dispatch functions of the three split kernels (their returned ``(grid, kwargs)``, whose
-    ``S`` is the slice count), and the monolithic ``_topk_topp`` dispatch (which must not
-    run). On Python >= 3.12 it uses ``sys.monitoring`` local events on those code objects
-    only (no cost elsewhere); on 3.11 it falls back to ``sys.setprofile``, which slows
-    Triton's interpreter about 2.5x but not the CUDA call it observes.
-    """
-
-    def __init__(self, module: Any) -> None:
-        self.entry = module._apply_topp_split.__code__
-        self.stages = {
-            inspect.unwrap(module._topp_split_stats).__code__: "stats",
-            inspect.unwrap(module._topp_split_step).__code__: "step",
-            inspect.unwrap(module._topp_split_mask).__code__: "mask",
-        }
-        self.monolithic = inspect.unwrap(module._topk_topp).__code__
-        self.rounds = int(module._SPLIT_ROUNDS)
-        self.method = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.setprofile"
-        self._tool: int | None = None
-        self.reset()
-
-    def reset(self) -> None:
-        self.entry_calls: list[dict[str, Any]] = []
-        self.launches: list[dict[str, Any]] = []
-        self.monolithic_calls = 0
-
-    def _started(self, code: types.CodeType, frame: types.FrameType) -> None:
-        if code is self.entry:
-            local = frame.f_locals
-            self.entry_calls.append({
-                "num_sm": int(local["num_sm"]),
-                "k_is_none": local["k"] is None,
-                "mask_value": repr(float(local["mask_value"])),
-            })
-        elif code is self.monolithic:
-            self.monolithic_calls += 1
-
-    def _returned(self, code: types.CodeType, value: Any) -> None:
-        if code in self.stages and value is not None:
-            grid, kwargs = value
-            self.launches.append({
-                "stage": self.stages[code],
-                "grid": [int(g) for g in grid],
-                "slices": int(kwargs["S"]),
-            })
-
-    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            self._started(frame.f_code, frame)
-        elif event == "return":
-            self._returned(frame.f_code, arg)
-
-    def __enter__(self) -> SplitObserver:
-        self.reset()
-        if self.method == "sys.setprofile":
-            sys.setprofile(self._profile)
-            return self
-        mon = sys.monitoring
-        for tool in (mon.PROFILER_ID, 3, 4, 5):
-            if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, "topp-gate split observer")
-                self._tool = tool
-                break
-        else:
-            raise KernelChildError("no free sys.monitoring tool id to observe the split path")
-        events = mon.events
-        mon.register_callback(tool, events.PY_START,
-                              lambda code, _off: self._started(code, sys._getframe(1)))
-        mon.register_callback(tool, events.PY_RETURN,
-                              lambda code, _off, value: self._returned(code, value))
-        for code in (self.entry, self.monolithic):
-            mon.set_local_events(tool, code, events.PY_START)
-        for code in self.stages:
-            mon.set_local_events(tool, code, events.PY_RETURN)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.method == "sys.setprofile":
-            sys.setprofile(None)
-            return
-        mon, tool = sys.monitoring, self._tool
-        if tool is None:
-            return
-        for code in (self.entry, self.monolithic, *self.stages):
-            mon.set_local_events(tool, code, 0)
-        mon.register_callback(tool, mon.events.PY_START, None)
-        mon.register_callback(tool, mon.events.PY_RETURN, None)
-        mon.free_tool_id(tool)
-        self._tool = None
-
-    def proof(self, batch: int, num_sm: int | None) -> dict[str, Any]:
-        stages = [launch["stage"] for launch in self.launches]
-        slices = sorted({launch["slices"] for launch in self.launches})
-        expected = ["stats"] + ["step"] * self.rounds + ["mask"]
-        problems = []
-        if len(self.entry_calls) != 1:
-            problems.append(f"split entry ran {len(self.entry_calls)} times")
-        elif not self.entry_calls[0]["k_is_none"]:
-            problems.append("split entry ran with a top-k tensor")
-        if stages != expected:
-            problems.append(f"split launches {stages}, expected {expected}")
-        if len(slices) != 1:
-            problems.append(f"slice counts {slices}")
-        elif any(launch["grid"] != [batch * slices[0]] for launch in self.launches):
-            problems.append("a split grid is not batch x slices")
-        if self.monolithic_calls:
-            problems.append("the monolithic kernel launched")
-        observed_sm = self.entry_calls[0]["num_sm"] if self.entry_calls else None
-        if num_sm is not None and observed_sm is not None and observed_sm != num_sm:
-            problems.append(f"split entry got num_sm={observed_sm}, requested {num_sm}")
-        return {
-            "entry_point": "_apply_topp_split",
-            "observed_by": f"{self.method} on code objects",
-            "entry_calls": len(self.entry_calls),
-            "num_sm": observed_sm,
-            "slices": slices[0] if len(slices) == 1 else None,
-            "launches": [
-                {"stage": s, "count": stages.count(s),
-                 "grid": next(x["grid"] for x in self.launches if x["stage"] == s)}
-                for s in ("stats", "step", "mask") if s in stages
-            ],
-            "monolithic_launched": self.monolithic_calls > 0,
-            "proven": not problems,
-            "problems": problems,
-        }
-
-
-class SingleObserver:
-    """Records the one-kernel path's entry and every Triton launch, without changing vLLM.
-
-    It watches code objects only: the public entry ``apply_top_k_top_p_triton`` (its ``k``)
-    and Triton's own launch method (``JITFunction.run``, or ``InterpretedFunction.run`` in
-    the interpreter), whose ``self`` names the kernel launched and whose ``grid`` is its
-    grid. The single path is proven when the entry ran once without top-k and exactly one
-    kernel launched: ``_topk_topp_kernel`` (no split-pipeline kernel).
-    """
-
-    KERNEL = "_topk_topp_kernel"
-
-    def __init__(self, module: Any) -> None:
-        self.entry = inspect.unwrap(module.apply_top_k_top_p_triton).__code__
-        self.launchers = set(_triton_launch_codes())
-        self.method = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.setprofile"
-        self._tool: int | None = None
-        self.reset()
-
-    def reset(self) -> None:
-        self.entry_calls: list[dict[str, Any]] = []
-        self.launches: list[dict[str, Any]] = []
-
-    def _started(self, code: types.CodeType, frame: types.FrameType) -> None:
-        local = frame.f_locals
-        if code is self.entry:
-            self.entry_calls.append({"k_is_none": local.get("k") is None})
-        elif code in self.launchers:
-            kernel = local.get("self")
-            fn = getattr(kernel, "fn", None)
-            name = getattr(fn, "__name__", None) or getattr(kernel, "__name__", repr(kernel))
-            grid = local.get("grid")
-            shown = [int(g) for g in grid] if isinstance(grid, tuple | list) else repr(grid)
-            self.launches.append({"kernel": str(name), "grid": shown})
-
-    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            self._started(frame.f_code, frame)
-
-    def __enter__(self) -> SingleObserver:
-        self.reset()
-        if self.method == "sys.setprofile":
-            sys.setprofile(self._profile)
-            return self
-        mon = sys.monitoring
-        for tool in (mon.PROFILER_ID, 3, 4, 5):
-            if mon.get_tool(tool) is None:
-                mon.use_tool_id(tool, "topp-gate single-path observer")
-                self._tool = tool
-                break
-        else:
-            raise KernelChildError("no free sys.monitoring tool id to observe the kernel path")
-        mon.register_callback(tool, mon.events.PY_START,
-                              lambda code, _off: self._started(code, sys._getframe(1)))
-        for code in (self.entry, *self.launchers):
-            mon.set_local_events(tool, code, mon.events.PY_START)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.method == "sys.setprofile":
-            sys.setprofile(None)
-            return
-        mon, tool = sys.monitoring, self._tool
-        if tool is None:
-            return
-        for code in (self.entry, *self.launchers):
-            mon.set_local_events(tool, code, 0)
-        mon.register_callback(tool, mon.events.PY_START, None)
-        mon.free_tool_id(tool)
-        self._tool = None
-
-    def proof(self, batch: int, num_sm: int | None) -> dict[str, Any]:
-        kernels = [launch["kernel"] for launch in self.launches]
-        problems = []
-        if len(self.entry_calls) != 1:
-            problems.append(f"entry ran {len(self.entry_calls)} times")
-        elif not self.entry_calls[0]["k_is_none"]:
-            problems.append("entry ran with a top-k tensor")
-        if kernels != [self.KERNEL]:
-            problems.append(f"kernels launched {kernels}, expected [{self.KERNEL!r}]")
-        return {
-            "entry_point": "apply_top_k_top_p_triton",
-            "observed_by": f"{self.method} on code objects",
-            "entry_calls": len(self.entry_calls),
-            "launches": self.launches,
-            "proven": not problems,
-            "problems": problems,
-        }
-
-
-def _triton_launch_codes() -> list[types.CodeType]:
-    """The code objects of Triton's kernel launch (compiled and interpreted)."""
-    from triton.runtime import jit  # type: ignore[import-untyped]
-
-    codes = [inspect.unwrap(jit.JITFunction.run).__code__]
-    try:
-        from triton.runtime import interpreter  # type: ignore[import-untyped]
-    except ImportError:  # pragma: no cover - every Triton with an interpreter has it
-        return codes
-    codes.append(inspect.unwrap(interpreter.InterpretedFunction.run).__code__)
-    return codes
-
-
-def cpu_platform_for_interpreter() -> str:
-    """Give vLLM its own CPU platform class, as a CPU build of vLLM would detect it.
-
-    With no CUDA device vLLM resolves an unspecified platform, whose
-    ``num_compute_units`` (called by the one-kernel entry) is not implemented. Only the
-    interpreter backend of a ``single`` side does this; the evidence records it.
-    """
-    platforms = importlib.import_module("vllm.platforms")
-    cpu = importlib.import_module("vllm.platforms.cpu")
-    setattr(platforms, "_current_platform", cpu.CpuPlatform())  # noqa: B010
-    return "vllm.platforms.cpu.CpuPlatform (set by the kernel child: Triton interpreter)"
-
-
-Observer = SplitObserver | SingleObserver
 
 
 # --- running cases --------------------------------------------------------------------------
@@ -396,7 +202,24 @@ def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes]:
     return logits, p
 
 
-def _device_info(torch: Any, backend: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Kernel:
+    """The imported kernel of one side: its family, module, declared path and observer."""
+
+    family: Any
+    module: Any
+    dispatch: str
+    observer: Any
+    backend: str
+    num_sm: int
+
+    def call(self, logits: Any, p: Any) -> Any:
+        """The family's entry on ``(logits, None, p)`` (top-p only today)."""
+        return self.family.call(self.module, self.dispatch, self.backend, logits, None, p,
+                                self.num_sm)
+
+
+def _device_info(torch: Any, backend: str, family: Any) -> dict[str, Any]:
     if backend == "interpreter":
         cpu = platform.processor() or platform.machine()
         return {"name": f"cpu ({cpu}), Triton interpreter",
@@ -404,41 +227,24 @@ def _device_info(torch: Any, backend: str) -> dict[str, Any]:
     props = torch.cuda.get_device_properties(0)
     return {
         "name": props.name,
-        "driver": _driver_version(),
+        "driver": family.driver_version(),
         "sm_count": int(props.multi_processor_count),
         "capability": f"{props.major}.{props.minor}",
         "cuda_runtime": torch.version.cuda,
     }
 
 
-def _driver_version() -> str | None:
-    pynvml = sys.modules.get("vllm.third_party.pynvml")
-    if pynvml is None:
-        return None
-    try:
-        pynvml.nvmlInit()
-        version = pynvml.nvmlSystemGetDriverVersion()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # noqa: BLE001 - the driver version is informative only
-        return None
-
-
-def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: int,
-             case: dict[str, Any], logits_bytes: bytes, p_bytes: bytes,
-             repeats: int) -> tuple[bytes, dict[str, Any]]:
+def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: bytes,
+             p_bytes: bytes, repeats: int) -> tuple[bytes, dict[str, Any]]:
     batch, vocab = int(case["batch"]), int(case["vocab"])
-    split = isinstance(observer, SplitObserver)
-    if split and batch > int(module._SPLIT_MAX_BATCH):
-        raise KernelChildError(f"case {case['id']}: batch {batch} does not take the split path")
+    kernel.family.check_case(kernel.module, kernel.dispatch, case)
     host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
     host_logits = host_logits.reshape(batch, vocab)
     host_p = torch.frombuffer(bytearray(p_bytes), dtype=torch.float32)
-    if backend == "cuda":
-        out, proof, timings = run_cuda(torch, module, observer, host_logits, host_p, batch,
-                                       repeats)
+    if kernel.backend == "cuda":
+        out, proof, timings = run_cuda(torch, kernel, host_logits, host_p, batch, repeats)
     else:
-        out, proof, timings = run_interpreter(module, observer, host_logits, host_p, batch,
-                                              num_sm)
+        out, proof, timings = run_interpreter(kernel, host_logits, host_p, batch)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
     kept = (out != float("-inf")).sum(dim=1).tolist()  # tokens not masked, per row
     record = {
@@ -450,17 +256,16 @@ def run_case(torch: Any, module: Any, observer: Observer, backend: str, num_sm: 
         "output": f"{case['id']}.out.f32",
         "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
-        (SPLIT if split else SINGLE): proof,
+        kernel.dispatch: proof,
         "timings": timings,
-        "status": "ok" if proof["proven"] else
-        ("split_path_not_proven" if split else "single_path_not_proven"),
+        "status": "ok" if proof["proven"] else f"{kernel.dispatch}_path_not_proven",
     }
     return out_bytes, record
 
 
-def run_cuda(torch: Any, module: Any, observer: Observer, host_logits: Any, host_p: Any,
-             batch: int, repeats: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """The public entry on the GPU, observed once; then ``repeats`` timed calls. Returns
+def run_cuda(torch: Any, kernel: Kernel, host_logits: Any, host_p: Any, batch: int,
+             repeats: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """The family's entry on the GPU, observed once; then ``repeats`` timed calls. Returns
     the first call's output (on the host), the path proof and the timings."""
     logits = host_logits.to("cuda")
     # The split path masks its input in place and returns it: repeats start from a
@@ -469,17 +274,17 @@ def run_cuda(torch: Any, module: Any, observer: Observer, host_logits: Any, host
     p = host_p.to("cuda")
     torch.cuda.synchronize()
     started = time.perf_counter()
-    with observer:
-        out = module.apply_top_k_top_p_triton(logits, None, p)
+    with kernel.observer:
+        out = kernel.call(logits, p)
         torch.cuda.synchronize()
     timings: dict[str, Any] = {"first_call_ms": round((time.perf_counter() - started) * 1e3, 3)}
-    proof = observer.proof(batch, None)
+    proof = kernel.observer.proof(batch)
     first = out.detach().cpu().contiguous()
-    timings.update(_timed_repeats(torch, module, pristine, p, first, repeats))
+    timings.update(_timed_repeats(torch, kernel, pristine, p, first, repeats))
     return first, proof, timings
 
 
-def _timed_repeats(torch: Any, module: Any, pristine: Any, p: Any, first: Any,
+def _timed_repeats(torch: Any, kernel: Kernel, pristine: Any, p: Any, first: Any,
                    repeats: int) -> dict[str, Any]:
     """CUDA-event timings of ``repeats`` more calls, each from the pristine input, and
     whether every output is bit-identical to the first (empty when ``repeats`` is 0)."""
@@ -490,7 +295,7 @@ def _timed_repeats(torch: Any, module: Any, pristine: Any, p: Any, first: Any,
         begin = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         begin.record()
-        again = module.apply_top_k_top_p_triton(work, None, p)
+        again = kernel.call(work, p)
         end.record()
         torch.cuda.synchronize()
         per_call.append(begin.elapsed_time(end))
@@ -503,23 +308,17 @@ def _timed_repeats(torch: Any, module: Any, pristine: Any, p: Any, first: Any,
             "repeat_outputs_bit_identical": identical}
 
 
-def run_interpreter(module: Any, observer: Observer, host_logits: Any, host_p: Any,
-                    batch: int, num_sm: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """One observed call in Triton's interpreter on CPU tensors: the split entry with the
-    requested SM count, or the public entry for the one-kernel path."""
-    split = isinstance(observer, SplitObserver)
+def run_interpreter(kernel: Kernel, host_logits: Any, host_p: Any,
+                    batch: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """One observed call in Triton's interpreter on CPU tensors (the family decides which
+    entry: for vllm-triton's split path, the split pipeline with the requested SM count)."""
     logits = host_logits.clone()
     p = host_p.clone()
     started = time.perf_counter()
-    with observer:
-        if split:
-            module._apply_topp_split(logits, None, p, float("-inf"), num_sm)
-            out = logits
-        else:
-            out = module.apply_top_k_top_p_triton(logits, None, p)
+    with kernel.observer:
+        out = kernel.call(logits, p)
     timings = {"wall_s": round(time.perf_counter() - started, 3)}
-    proof = observer.proof(batch, num_sm if split else None)
-    return out, proof, timings
+    return out, kernel.observer.proof(batch), timings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -533,9 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     evidence = started_evidence(request, fault)
     evidence_path = out_dir / "evidence.json"
     _write_json(evidence_path, evidence)
+    dispatch = str(request.get("dispatch") or "")
     try:
         check_host(request["backend"])
-        torch, module, dispatch = load_kernel(request, evidence)
+        torch, kernel = load_kernel(request, evidence)
+        dispatch = kernel.dispatch
         _write_json(evidence_path, evidence)
         if fault == "abort":
             os.abort()
@@ -543,9 +344,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(10**6)
         cases_path = Path(request["cases"])
         index = json.loads(cases_path.read_text(encoding="utf-8"))
-        observer = make_observer(module, dispatch, evidence)
-        evidence["cases"] = run_cases(torch, module, observer, request, index,
-                                      cases_path.parent, out_dir)
+        evidence["cases"] = run_cases(torch, kernel, request, index, cases_path.parent,
+                                      out_dir)
         failed = [r["id"] for r in evidence["cases"] if r["status"] != "ok"]
         evidence["status"] = "ok" if not failed else "failed"
         _write_json(evidence_path, evidence)
@@ -588,12 +388,15 @@ def check_host(backend: str) -> None:
         raise KernelChildError("cuda backend must not run with TRITON_INTERPRET set")
 
 
-def load_kernel(request: dict[str, Any], evidence: dict[str, Any]) -> tuple[Any, Any, str]:
-    """Import the pinned kernel module, then torch and triton; record in ``evidence`` what
-    was imported, from where, and on which device. Returns torch, the module, the path."""
+def load_kernel(request: dict[str, Any], evidence: dict[str, Any]) -> tuple[Any, Kernel]:
+    """Import the family and its pinned kernel module from the private copy, then torch
+    and triton; record in ``evidence`` what was imported, from where, and on which
+    device. Returns torch and the kernel."""
     backend = request["backend"]
+    family = load_family(request["family"])
     tree = Path(request["tree"]).resolve()
-    module, info = import_kernel(tree, request["side"]["kernel_path"],
+    prefix = Path(request["pycache_prefix"]).resolve()
+    module, info = import_kernel(family, tree, prefix, request["side"]["kernel_path"],
                                  request["placeholders"])
     import numpy  # noqa: F401  (output bytes)
     import torch
@@ -601,39 +404,33 @@ def load_kernel(request: dict[str, Any], evidence: dict[str, Any]) -> tuple[Any,
 
     if backend == "cuda" and not torch.cuda.is_available():
         raise KernelChildError("cuda backend: torch sees no CUDA device")
-    dispatch = str(request.get("dispatch", "split"))
-    if dispatch not in DISPATCH_PATHS:
-        raise KernelChildError(f"unknown dispatch path {dispatch!r}")
+    dispatch = str(request.get("dispatch") or family.default_dispatch)
+    if dispatch not in family.dispatch_paths:
+        raise KernelChildError(f"unknown dispatch path {dispatch!r} for family {family.id}")
     evidence["dispatch"] = dispatch
-    if dispatch == "single" and backend == "interpreter":
-        evidence["platform"] = cpu_platform_for_interpreter()
+    evidence.update(family.prepare(module, dispatch, backend))
     evidence.update(info)
     evidence.update(torch=torch.__version__, triton=triton.__version__,
-                    device=_device_info(torch, backend),
+                    device=_device_info(torch, backend, family),
                     num_sm_requested=request["num_sm"] if backend == "interpreter" else None)
-    return torch, module, dispatch
-
-
-def make_observer(module: Any, dispatch: str, evidence: dict[str, Any]) -> Observer:
-    """The observer of the declared path; a module without that path is recorded as such."""
+    num_sm = int(request["num_sm"])
     try:
-        return SplitObserver(module) if dispatch == "split" else SingleObserver(module)
+        observer = family.observer(module, dispatch, backend, num_sm)
     except AttributeError as err:
         evidence["declared_path_missing"] = True
         raise KernelChildError(f"the kernel module has no {dispatch} path ({err})") from None
+    return torch, Kernel(family, module, dispatch, observer, backend, num_sm)
 
 
-def run_cases(torch: Any, module: Any, observer: Observer, request: dict[str, Any],
-              index: dict[str, Any], base: Path, out_dir: Path) -> list[dict[str, Any]]:
+def run_cases(torch: Any, kernel: Kernel, request: dict[str, Any], index: dict[str, Any],
+              base: Path, out_dir: Path) -> list[dict[str, Any]]:
     """Every case of the index (inputs under ``base``), in order: its output file
     written, its record returned."""
     records = []
     for case in index["cases"]:
         logits_bytes, p_bytes = read_case(base, case)
-        out_bytes, record = run_case(
-            torch, module, observer, request["backend"], int(request["num_sm"]), case,
-            logits_bytes, p_bytes, int(request["repeats"]),
-        )
+        out_bytes, record = run_case(torch, kernel, case, logits_bytes, p_bytes,
+                                     int(request["repeats"]))
         (out_dir / record["output"]).write_bytes(out_bytes)
         records.append(record)
     return records

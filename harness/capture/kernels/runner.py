@@ -31,7 +31,8 @@ from typing import Any, Literal
 
 from ...core.digest import sha256_file
 from ...core.errors import KernelRunError
-from ...core.names import SPLIT
+from .. import families
+from ..private_tree import PrivateTree, private_tree
 from ..sources import Side
 from .child import FAULT_ENV
 
@@ -87,10 +88,13 @@ class SideResult:
         return self.status == "ok"
 
 
-def _child_env(backend: str, fault: str | None) -> dict[str, str]:
+def _child_env(backend: str, fault: str | None, pycache: Path) -> dict[str, str]:
+    """The child's environment: no bytecode written, and bytecode read only from the fresh
+    empty ``pycache`` prefix (never from a ``__pycache__`` of the sources or of harness)."""
     env = dict(os.environ)
     env.pop(FAULT_ENV, None)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONPYCACHEPREFIX"] = str(pycache)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(
         [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -115,6 +119,10 @@ def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
     if evidence.get("kernel_sha256") != side.kernel_sha256:
         return (f"child imported kernel {evidence.get('kernel_sha256')}, "
                 f"pinned {side.kernel_sha256}")
+    if evidence.get("tree_sha256") != side.digest:
+        return (f"child imported tree {evidence.get('tree_sha256')}, pinned {side.digest}")
+    if evidence.get("family") != side.family:
+        return f"child ran family {evidence.get('family')!r}, pinned {side.family!r}"
     index = json.loads(cases_json.read_text(encoding="utf-8"))
     records = evidence.get("cases", [])
     if [c["id"] for c in index["cases"]] != [r.get("id") for r in records]:
@@ -136,29 +144,48 @@ def _tail(path: Path) -> str:
     return data[-_TAIL:].decode("utf-8", "replace")
 
 
-def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path,
-             out_dir: Path, timeout_s: float, *, repeats: int = 0,
-             fault: str | None = None, dispatch: str = SPLIT) -> SideResult:
+def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
+             cases_json: Path, out_dir: Path, timeout_s: float, *, repeats: int = 0,
+             fault: str | None = None, dispatch: str | None = None) -> SideResult:
     """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
 
-    ``tree`` must already be verified (``harness.capture.sources.resolve_tree``). ``repeats`` adds
-    timed CUDA calls after the observed one. ``fault`` (``abort`` or ``hang``) is for the
-    test suite only: it is passed to the child in ``TOPP_GATE_TEST_FAULT`` and recorded in
-    the result and in the evidence the child starts with. ``dispatch`` is the path the
-    child must prove per case: ``split`` (the CUDA split pipeline) or ``single`` (the
-    one-kernel path).
+    ``tree`` is the side's private copy (:mod:`harness.capture.private_tree`), or a
+    verified source tree (``harness.capture.sources.resolve_tree``) from which a private
+    copy is made now and removed afterwards: the child imports only from a copy. ``repeats``
+    adds timed CUDA calls after the observed one. ``fault`` (``abort`` or ``hang``) is for
+    the test suite only: it is passed to the child in ``TOPP_GATE_TEST_FAULT`` and recorded
+    in the result and in the evidence the child starts with. ``dispatch`` is the path the
+    child must prove per case (default: the side's family's, ``split`` for vllm-triton).
     """
     if backend not in BACKENDS:
         raise KernelRunError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
     if fault not in (None, "abort", "hang"):
         raise KernelRunError(f"unknown test fault {fault!r}")
+    family = families.entry(side.family)
+    if dispatch is None:
+        dispatch = family.family.default_dispatch
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(out_dir.iterdir()):
         raise KernelRunError(f"output directory {out_dir} is not empty")
+    if isinstance(tree, PrivateTree):
+        return _run_child(side, tree, family, backend, num_sm, cases_json, out_dir,
+                          timeout_s, repeats, fault, dispatch)
+    with private_tree(side.name, side.files, tree) as copy:
+        return _run_child(side, copy, family, backend, num_sm, cases_json, out_dir,
+                          timeout_s, repeats, fault, dispatch)
+
+
+def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: str,
+               num_sm: int, cases_json: Path, out_dir: Path, timeout_s: float, repeats: int,
+               fault: str | None, dispatch: str) -> SideResult:
+    if dict(copy.files) != dict(side.files):
+        raise KernelRunError(f"{side.name}: the private copy is not of this side's files")
     cases_json = cases_json.resolve()
     request = {
         "side": side.describe(),
-        "tree": str(tree.resolve()),
+        "family": family.request(),
+        "tree": str(copy.tree),
+        "pycache_prefix": str(copy.pycache),
         "backend": backend,
         "num_sm": int(num_sm),
         "cases": str(cases_json),
@@ -176,10 +203,11 @@ def run_side(side: Side, tree: Path, backend: str, num_sm: int, cases_json: Path
         with stderr_path.open("wb") as stderr:
             try:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "harness.capture.kernels.child", str(request_path)],
-                    cwd=scratch, env=_child_env(backend, fault), stdin=subprocess.DEVNULL,
-                    stdout=stderr, stderr=stderr, start_new_session=True,
-                    preexec_fn=_die_with_parent(os.getpid()),
+                    [sys.executable, "-B", "-m", "harness.capture.kernels.child",
+                     str(request_path)],
+                    cwd=scratch, env=_child_env(backend, fault, copy.pycache),
+                    stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
+                    start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
                 )
             except OSError as err:
                 raise KernelRunError(f"cannot start the kernel child: {err}") from None

@@ -1,0 +1,154 @@
+"""The private copy a kernel child imports: the pinned files only, read safely, hashed after.
+
+Capture side (standard library only). The source tree a side was verified from (a
+``--sources`` export, the cache, a Nix store path) may change after it was checked, and it
+may hold what the pin does not list (``__pycache__`` folders, ``.pyc`` files, links).
+None of that reaches a kernel child: before any child starts, :func:`make_private_tree`
+
+1. creates a fresh folder (``mkdtemp``: mode 0700, owned by this user) holding ``tree/``
+   (the copy) and ``pycache/`` (an empty bytecode prefix for ``PYTHONPYCACHEPREFIX``);
+2. reads each pinned file of the side, and only those, as a regular file: every folder of
+   its path is opened with ``O_DIRECTORY | O_NOFOLLOW`` relative to the one above it (from
+   the tree's own folder down), the file with ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``
+   must say regular. A link of any kind at any level (file or folder), a FIFO, a device or
+   a socket is refused; no ``__pycache__`` folder and no ``.pyc`` file is ever copied (a pin
+   naming one is refused);
+3. hashes every file of the copy after copying, reading it back from the copy, and refuses
+   any difference from the pin's per-file sha256 (``evidence_drift``): what the child
+   imports is exactly what was pinned, whatever happens to the source tree afterwards.
+
+The child then hashes the copy again after its import and records those hashes
+(``kernel_sha256``, ``tree_sha256``) in its evidence: the bytes imported. Hard links are
+not refused: the bytes are copied once and the copy is what is hashed and imported.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.digest import sha256_file
+from ..core.errors import EvidenceDriftError, SourcesError
+from ..core.safeio import read_capped
+
+MAX_PINNED_FILE_BYTES = 64 << 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LINK_ERRNOS = (errno.ELOOP, errno.EMLINK, errno.ENOTDIR)
+
+
+@dataclass(frozen=True)
+class PrivateTree:
+    """A side's private copy: ``tree`` (imported), ``pycache`` (the fresh, empty bytecode
+    prefix), ``files`` (path -> sha256 of the copy, read back after copying)."""
+
+    root: Path
+    tree: Path
+    pycache: Path
+    files: Mapping[str, str] = field(repr=False)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _refuse(side: str, rel: str, why: str) -> SourcesError:
+    return SourcesError(f"{side} tree file {rel}: {why}; refused (a pinned file must be a "
+                        "regular file, reached through no link)")
+
+
+def _open_dir(parent: int, name: str, side: str, rel: str) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError as err:
+        if err.errno in _LINK_ERRNOS:
+            raise _refuse(side, rel, f"folder {name!r} is a link or not a folder") from None
+        raise SourcesError(f"{side} tree file {rel}: cannot open folder {name!r}: "
+                           f"{err.strerror or err}") from None
+
+
+def read_pinned(root_fd: int, rel: str, side: str) -> bytes:
+    """The bytes of ``rel`` under the folder ``root_fd``, reached through no link."""
+    parts = rel.split("/")
+    if any(part in ("", ".", "..", "__pycache__") for part in parts) or rel.endswith(".pyc"):
+        raise _refuse(side, rel, "not a source path (bytecode, or not relative)")
+    fds: list[int] = []
+    try:
+        parent = root_fd
+        for name in parts[:-1]:
+            parent = _open_dir(parent, name, side, rel)
+            fds.append(parent)
+        try:
+            fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
+        except OSError as err:
+            if err.errno in _LINK_ERRNOS:
+                raise _refuse(side, rel, "it is a link") from None
+            raise SourcesError(f"{side} tree file {rel}: {err.strerror or err}") from None
+        fds.append(fd)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _refuse(side, rel, "not a regular file (a FIFO, device or socket)")
+        if info.st_size > MAX_PINNED_FILE_BYTES:
+            raise SourcesError(f"{side} tree file {rel}: over {MAX_PINNED_FILE_BYTES} bytes")
+        data = read_capped(fd, MAX_PINNED_FILE_BYTES)
+        if len(data) > MAX_PINNED_FILE_BYTES:
+            raise SourcesError(f"{side} tree file {rel}: over {MAX_PINNED_FILE_BYTES} bytes")
+        return data
+    finally:
+        for opened in reversed(fds):
+            os.close(opened)
+
+
+def make_private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
+                      parent: Path | None = None) -> PrivateTree:
+    """Copy the pinned ``files`` (path -> sha256) of ``source`` into a fresh 0700 folder
+    and check the copy's hashes (see the module docstring). The caller removes it."""
+    root = Path(tempfile.mkdtemp(prefix=f"topp-gate-{side_name}-", dir=parent)).resolve()
+    try:
+        tree, pycache = root / "tree", root / "pycache"
+        tree.mkdir(mode=0o700)
+        pycache.mkdir(mode=0o700)
+        try:
+            root_fd = os.open(source, _DIR_FLAGS)
+        except OSError as err:
+            if err.errno in _LINK_ERRNOS:
+                raise SourcesError(f"{side_name} tree {source} is a link or not a folder; "
+                                   "refused") from None
+            raise SourcesError(f"{side_name} tree {source}: {err.strerror or err}") from None
+        try:
+            for rel in sorted(files):
+                data = read_pinned(root_fd, rel, side_name)
+                target = tree / rel
+                target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                             | os.O_CLOEXEC, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+        finally:
+            os.close(root_fd)
+        copied = {rel: sha256_file(tree / rel) for rel in sorted(files)}  # hashed after
+        for rel, digest in copied.items():
+            if digest != files[rel]:
+                raise EvidenceDriftError(f"{side_name} tree file {rel} (private copy)",
+                                         files[rel], digest)
+        return PrivateTree(root=root, tree=tree, pycache=pycache, files=copied)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
+                 parent: Path | None = None) -> Iterator[PrivateTree]:
+    """:func:`make_private_tree`, removed when the block ends."""
+    copy = make_private_tree(side_name, files, source, parent=parent)
+    try:
+        yield copy
+    finally:
+        copy.remove()
