@@ -112,6 +112,8 @@ def _pyc_problem(pyc: Path, source: Path) -> str | None:
         return err.detail
     if data[:4] != importlib.util.MAGIC_NUMBER or len(data) < 16:
         return "not this interpreter's bytecode"
+    if not _import_would_load(data, source, code):
+        return None  # stale: the import system recompiles the source and never runs it
     try:
         # what the import system would unmarshal anyway when it loads this module
         loaded = marshal.loads(data[16:])  # noqa: S302
@@ -120,6 +122,23 @@ def _pyc_problem(pyc: Path, source: Path) -> str | None:
     except (ValueError, EOFError, TypeError, SyntaxError) as err:
         return f"unreadable ({err.__class__.__name__})"
     return None if loaded == compiled else "not the code its source compiles to"
+
+
+def _import_would_load(data: bytes, source: Path, code: bytes) -> bool:
+    """Whether CPython's import would run this cached code for ``source`` instead of
+    recompiling it: a timestamp pyc whose recorded mtime and size are the source's, a
+    checked hash pyc whose hash is the source's, or an unchecked hash pyc (never validated)."""
+    flags = int.from_bytes(data[4:8], "little")
+    if flags & 0b1:  # hash-based
+        if not flags & 0b10:
+            return True
+        return data[8:16] == importlib.util.source_hash(code)
+    try:
+        info = source.stat()
+    except OSError:
+        return True  # no source to compare with: judged by the code comparison
+    return (int.from_bytes(data[8:12], "little") == int(info.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(data[12:16], "little") == info.st_size & 0xFFFFFFFF)
 
 
 def _optimization(name: str) -> int:

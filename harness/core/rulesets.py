@@ -15,7 +15,9 @@ Rule sets:
     ``seed/v1`` on every row, plus kept-value integrity: a masking kernel returns every kept
     logit bit for bit unchanged, so a patched output that keeps a position with other bits
     than the input's stops the row (``kept_value_changed``); each side's count of changed
-    positions is a diagnostic (``stock_values_changed``, ``patched_values_changed``).
+    positions is a diagnostic (``stock_values_changed``, ``patched_values_changed``). A
+    forced row whose every token is masked has no argmax (``seed/v1``'s diagnostic counted
+    token 0 as its argmax; fixed here, frozen there).
 ``serve/v1``
     every path a server takes (:mod:`harness.core.serve_rules`): the top-k then top-p
     oracle, the seed's rules on rows with top-p, the exact k-prefix on top-k-only rows,
@@ -81,6 +83,11 @@ def _seed_v2(data: RowInput) -> dict[str, Any]:
     result = _seed_v1(data)
     diagnostics = result["diagnostics"]
     stops = set(result["stops"])
+    for side in ("stock", "patched"):  # an all-masked row has no argmax (seed/v1 said id 0)
+        failures = diagnostics.get(f"{side}_forced_failures")
+        if failures is not None and "all_masked" in failures \
+                and "argmax_not_forced" not in failures:
+            failures.insert(failures.index("all_masked") + 1, "argmax_not_forced")
     for side in ("stock", "patched"):
         raw = data.side_bytes.get(side)
         if raw is None:

@@ -213,3 +213,21 @@ def test_traffic_rows_need_a_rule_set_that_reads_top_k():
     wrong = {**synthetic.MANIFEST_SERVE, "rules": "seed/v2"}
     with pytest.raises(ManifestError, match="use serve/v1"):
         parse_manifest(manifest_bytes(wrong))
+
+
+def test_seed_v2_says_an_all_masked_forced_row_has_no_argmax():
+    from harness.core import gate as seed_gate
+    from harness.core.oracle import reference
+    from harness.core.rulesets import RowInput, rule_set
+
+    logits = [1e9, *([0.0] * 15)]
+    neg = [-float("inf")] * 16
+    row = seed_gate.Row("c", 0, "forced", logits, 0.875, 0)
+    out = seed_gate.SideOutput("ok", neg)
+    data = RowInput(row, reference(logits, 0.875), out, out, False, None,
+                    struct.pack("<16f", *logits), {"stock": struct.pack("<16f", *neg),
+                                                   "patched": struct.pack("<16f", *neg)}, False)
+    v1 = rule_set("seed/v1").judge(data)["diagnostics"]["stock_forced_failures"]
+    v2 = rule_set("seed/v2").judge(data)["diagnostics"]["stock_forced_failures"]
+    assert "argmax_not_forced" not in v1  # frozen: the defect stays in seed/v1
+    assert v2 == ["forced_token_dropped", "all_masked", "argmax_not_forced"]

@@ -106,3 +106,18 @@ def test_verify_strict_from_a_checkout_with_a_shadowing_pyc_is_refused(checkout:
                        "--strict")
     assert shadowed.returncode == 4, shadowed.stdout + shadowed.stderr
     assert "bytecode" in shadowed.stderr and "Traceback" not in shadowed.stderr
+
+
+def test_stale_bytecode_left_by_an_edit_is_not_refused(checkout: Path):
+    # Python wrote gate.pyc; then the source is edited (other size and time): the import
+    # system would recompile the source and never run the old code, so nothing is refused.
+    # A shadow with the same header is refused, as above.
+    compileall.compile_dir(str(checkout / "harness" / "core"), quiet=1)
+    source = checkout / "harness/core/gate.py"
+    source.write_bytes(source.read_bytes() + b"\n# an edit after the last import\n")
+    os.utime(source, (source.stat().st_atime, source.stat().st_mtime + 5))
+    assert provenance.foreign_bytecode(checkout / "harness" / "core") == []
+    _plant_shadow(checkout, "gate", "\nSEED_STOP_REASONS = ()\n")
+    tag = sys.implementation.cache_tag
+    assert provenance.foreign_bytecode(checkout / "harness" / "core") == [
+        f"__pycache__/gate.{tag}.pyc"]
