@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import EXIT_OK, UsageError
 from ..core.names import FORCED, SIDES
 from ..core.terminal import printable
+from . import flags
 from .row_progress import RowProgress
 from .signer import add_pubkey_argument, signer_key
 
@@ -33,11 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     parser.add_argument("bundle", type=Path, metavar="DIR")
     add_pubkey_argument(parser)
-    parser.add_argument("--json", action="store_true",
-                        help="one JSON object per row, then one summary object")
-    parser.add_argument("--workers", type=int, metavar="N",
-                        help="processes for the verification rerun and the exact counts "
-                        "(default: CPUs, at most 8)")
+    flags.json_output(parser, "one JSON object per row, then one summary object")
+    flags.workers(parser, "the verification rerun and the exact counts")
     parser.set_defaults(handler=run)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..core.errors import EXIT_OK
 from ..core.provenance import ALGORITHMS, CORE_TREE
+from . import flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("dir", nargs="?", type=Path, metavar="DIR",
                         help="root of a topp-gate checkout (default: the installed package)")
     parser.add_argument("--algorithm", choices=ALGORITHMS, default=CORE_TREE)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    flags.json_output(parser)
     parser.set_defaults(handler=run)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
 from ..core.safeio import read_regular_file
+from . import flags
 
 CASE_ID = "batch"
 
@@ -41,9 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--num-sm", type=int, default=132,
                         help="simulated SM count for the interpreter (default 132, the H200's)")
     parser.add_argument("--timeout", type=float, default=600.0, help="per side, seconds")
-    parser.add_argument("--sources", type=Path, default=None,
-                        help="exported source trees (default: the cache)")
-    parser.add_argument("--cache", type=Path, default=None)
+    flags.sources(parser)
+    flags.cache(parser)
     parser.set_defaults(handler=run)
 
 

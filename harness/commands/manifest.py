@@ -8,6 +8,7 @@ from pathlib import Path
 from ..core.errors import EXIT_OK, UsageError
 from ..core.names import DISPATCH_PATHS, SIDES
 from ..core.terminal import printable
+from . import flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -29,8 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "file on that side. The manifest is frozen at once (M.json.sha256).")
     new.add_argument("--stock", type=Path, required=True, metavar="PIN")
     new.add_argument("--patched", type=Path, required=True, metavar="PIN")
-    new.add_argument("--patch", type=Path, metavar="DIFF",
-                     help="unified diff of the kernel file, applied exactly on --on's side")
+    flags.patch(new, "unified diff of the kernel file, applied exactly on --on's side")
     new.add_argument("--on", choices=SIDES, default=None,
                      help="the side --patch applies to (required with --patch)")
     new.add_argument("--matrix", required=True, metavar="NAME|FILE")
@@ -38,9 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="the stock side's dispatch path (default: from its kernel)")
     new.add_argument("--patched-path", choices=DISPATCH_PATHS, default=None,
                      help="the patched side's dispatch path (default: from its kernel)")
-    new.add_argument("--cache", type=Path, default=None, metavar="DIR",
-                     help="wheel and tree cache (default: $TOPP_GATE_CACHE or "
-                     "~/.cache/topp-gate)")
+    flags.cache(new)
     new.add_argument("--out", type=Path, required=True, metavar="M.json")
     new.set_defaults(handler=run)
     parser.set_defaults(handler=run)

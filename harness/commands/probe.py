@@ -9,9 +9,9 @@ probe proves nothing); exit 2 on bad usage (an unknown probe name).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
+from . import flags
 
 EXIT_PROBE_FAILED = EXIT_STOP  # 1: a probe did not fail closed
 
@@ -28,9 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     parser.add_argument("--only", nargs="+", metavar="NAME",
                         help="run only these probes (names as printed)")
-    parser.add_argument("--sources", type=Path, metavar="DIR",
-                        help="exported source trees for the source-drift probe (default: "
-                        "the cache); the Nix wrapper passes its Nix-built trees")
+    flags.sources(parser, "exported source trees for the source-drift probe (default: the "
+                  "cache); the Nix wrapper passes its Nix-built trees")
     parser.set_defaults(handler=run)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
+from . import flags
 
 # The default manifest is the installed package's frozen copy (harness/data/manifests/,
 # byte-identical to evidence/manifests/, held so by test), so `run` works from any
@@ -46,17 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--key", type=Path, default=None,
                         help="Ed25519 private key (default: $TOPP_GATE_KEY or "
                         f"{DEFAULT_KEY}); make one with 'topp-gate keygen'")
-    parser.add_argument("--sources", type=Path, default=None,
-                        help="exported source trees ('topp-gate sources export'), for "
-                        "machines with no network (default: $TOPP_GATE_SOURCES or the cache)")
-    parser.add_argument("--cache", type=Path, default=None,
-                        help="wheel and tree cache (default: $TOPP_GATE_CACHE or "
-                        "~/.cache/topp-gate)")
-    parser.add_argument("--patch", type=Path, default=None,
-                        help="gate stock plus this unified diff of the kernel file instead of "
-                        "the pinned patched release (the manifest must freeze its sha256)")
-    parser.add_argument("--workers", type=int, default=0,
-                        help="processes judging rows (default: one per CPU, at most 8)")
+    flags.sources(parser, "exported source trees (topp-gate sources export), for machines "
+                  "with no network (default: $TOPP_GATE_SOURCES or the cache)")
+    flags.cache(parser)
+    flags.patch(parser, "gate stock plus this unified diff of the kernel file instead of the "
+                "pinned patched release (the manifest must freeze its sha256)")
+    flags.workers(parser, "judging rows", default=0)
     parser.add_argument("--repeats", type=int, default=0,
                         help="extra timed CUDA calls per case, for timings only (default 0)")
     parser.set_defaults(handler=run)

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..core.errors import EXIT_OK, UsageError
 from ..core.names import SIDES
 from ..core.terminal import printable
+from . import flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,9 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "closure extracted from them into content-addressed trees. Every hash is checked "
         "against harness/data/pins.json; any mismatch is evidence_drift (exit 2).",
     )
-    parser.add_argument("--cache", type=Path, metavar="DIR",
-                        help="cache directory (default: $TOPP_GATE_CACHE, else "
-                        "$XDG_CACHE_HOME/topp-gate, else ~/.cache/topp-gate)")
+    flags.cache(parser)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     fetch = actions.add_parser("fetch", help="download the pinned wheels (pip, no "
@@ -33,8 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     export = actions.add_parser("export", help="copy the verified trees to DIR, for "
                                 "--sources DIR on a machine with no network")
     export.add_argument("dir", type=Path, metavar="DIR")
-    export.add_argument("--patch", type=Path, metavar="FILE",
-                        help="export stock plus this patch instead of the pinned patched side")
+    flags.patch(export, "export stock plus this patch instead of the pinned patched side")
     export.add_argument("--pin", type=Path, action="append", metavar="PINFILE",
                         help="export this pin file's tree instead of the default pins "
                         "(repeatable; a missing wheel is fetched and verified)")
@@ -50,13 +48,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     pin.set_defaults(handler=run_pin)
     show = actions.add_parser("show", help="the pins and whether each tree is present "
                               "and verified")
-    show.add_argument("--sources", type=Path, metavar="DIR",
-                      help="check an exported directory instead of the cache")
-    show.add_argument("--patch", type=Path, metavar="FILE",
-                      help="show stock plus this patch as the candidate side")
-    show.add_argument("--json", action="store_true", help="one JSON object")
+    flags.sources(show, "check an exported directory instead of the cache")
+    flags.patch(show, "show stock plus this patch as the candidate side")
+    flags.json_output(show)
     for action in (fetch, export, show):
         action.set_defaults(handler=run)
+    for action in (fetch, export, pin, show):
+        flags.cache(action, nested=True)  # 'sources fetch --cache DIR' as for other verbs
     parser.set_defaults(handler=run)
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EXIT_OK, EXIT_STOP
 from ..core.terminal import printable
+from . import flags
 from .row_progress import RowProgress
 from .signer import add_pubkey_argument, signer_key
 
@@ -42,10 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--frozen-manifest", type=Path, metavar="PATH",
                         help="the committed manifest (frozen by its .sha256 sibling) or the "
                         ".sha256 file itself; the bundle's manifest must hash to it")
-    parser.add_argument("--workers", type=int, metavar="N",
-                        help="processes for the oracle rerun (default: CPUs, at most 8)")
-    parser.add_argument("--json", action="store_true",
-                        help="print one JSON object on stdout instead of the text lines: the "
+    flags.workers(parser, "the oracle rerun")
+    flags.json_output(parser, "print one JSON object on stdout instead of the text lines: the "
                         "verified verdict, rows stopped by reason, the rule set and report "
                         "format, the receipt's provenance; on failure {\"verified\": false, "
                         "\"code\": ..., \"detail\": ...} (exit codes unchanged)")

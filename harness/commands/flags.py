@@ -1,0 +1,42 @@
+"""The flags several verbs share, defined once: same name, same metavar, same help, and
+accepted after the verb (and after the action, for verbs with actions).
+
+A verb calls these instead of ``add_argument`` for a shared flag, so ``--cache DIR`` means
+the same on ``run``, ``kernels``, ``manifest new`` and every ``sources`` action, and
+``--workers N``, ``--json``, ``--sources DIR`` and ``--patch DIFF`` read alike everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+CACHE_HELP = ("wheel and tree cache (default: $TOPP_GATE_CACHE, else "
+              "$XDG_CACHE_HOME/topp-gate, else ~/.cache/topp-gate)")
+
+
+def cache(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+    """``--cache DIR``. ``nested``: an action's copy of a flag its verb also takes, which
+    leaves the verb's value alone when the action is not given it."""
+    parser.add_argument("--cache", type=Path, metavar="DIR", help=CACHE_HELP,
+                        default=argparse.SUPPRESS if nested else None)
+
+
+def sources(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    parser.add_argument("--sources", type=Path, metavar="DIR", default=None,
+                        help=help or "exported source trees (topp-gate sources export), for "
+                        "machines with no network (default: the cache)")
+
+
+def patch(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--patch", type=Path, metavar="DIFF", default=None, help=help)
+
+
+def workers(parser: argparse.ArgumentParser, what: str, *, default: int | None = None) -> None:
+    parser.add_argument("--workers", type=int, metavar="N", default=default,
+                        help=f"processes for {what} (default: the CPUs this process may "
+                        "use, at most 8)")
+
+
+def json_output(parser: argparse.ArgumentParser, what: str = "one JSON object") -> None:
+    parser.add_argument("--json", action="store_true", help=what)
