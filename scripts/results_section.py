@@ -196,7 +196,7 @@ def exact_records(bundle: Bundle) -> list[dict[str, Any]]:
     """Every row's exact-real count beside its binary64 and kernel counts (what
     ``topp-gate exact`` computes; needs the exact extra)."""
     from harness.core.exact_bundle import bundle_exact
-    from harness.core.judge import default_workers
+    from harness.core.limits import default_workers
 
     rows = bundle_exact(bundle.artifacts.view, workers=default_workers())
     return [row.to_json() for row in rows]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import EXIT_OK, UsageError
+from ..core.limits import WORKERS_HELP
 from ..core.names import FORCED, SIDES
 from ..core.terminal import printable
 from .row_progress import RowProgress
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="one JSON object per row, then one summary object")
     parser.add_argument("--workers", type=int, metavar="N",
                         help="processes for the verification rerun and the exact counts "
-                        "(default: CPUs, at most 8)")
+                        + WORKERS_HELP)
     parser.set_defaults(handler=run)
 
 
@@ -45,13 +46,13 @@ def run(args: argparse.Namespace) -> int:
     from ..core.errors import VerificationError
     from ..core.exact import require_exact
     from ..core.exact_bundle import bundle_exact, summary
-    from ..core.judge import default_workers
+    from ..core.limits import workers as worker_count
     from ..core.verify import open_bundle, verify_bundle
 
     require_exact()
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    workers = args.workers or default_workers()
+    workers = worker_count(args.workers)
     public_key = signer_key(args.pubkey, args.bundle, say=not args.json)
     verified = verify_bundle(args.bundle, public_key, workers=workers,
                              progress=RowProgress("verifying: oracle and gate rerun").advance)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP
+from ..core.limits import WORKERS_HELP
 from ..core.terminal import printable
 
 DEFAULT_MANIFEST = Path("evidence/manifests/h200-forced-logit-gate.json")
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="gate stock plus this unified diff of the kernel file instead of "
                         "the pinned patched release (the manifest must freeze its sha256)")
     parser.add_argument("--workers", type=int, default=0,
-                        help="processes judging rows (default: one per CPU, at most 8)")
+                        help="processes judging rows " + WORKERS_HELP)
     parser.add_argument("--repeats", type=int, default=0,
                         help="extra timed CUDA calls per case, for timings only (default 0)")
     parser.set_defaults(handler=run)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, EXIT_STOP
+from ..core.limits import WORKERS_HELP
 from ..core.terminal import printable
 from .row_progress import RowProgress
 from .signer import add_pubkey_argument, signer_key
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="the committed manifest (frozen by its .sha256 sibling) or the "
                         ".sha256 file itself; the bundle's manifest must hash to it")
     parser.add_argument("--workers", type=int, metavar="N",
-                        help="processes for the oracle rerun (default: CPUs, at most 8)")
+                        help="processes for the oracle rerun " + WORKERS_HELP)
     parser.set_defaults(handler=run)
 
 
