@@ -7,7 +7,7 @@ results; callers that need a verified bundle run :func:`harness.core.verify.veri
 first (``topp-gate exact`` does).
 
 Per row: the binary64 oracle count and both kernels' kept counts (from the signed per-row
-results, which ``verify`` reruns), the exact-real count (:mod:`harness.core.exact`, started
+results, which ``verify`` reruns), the exact-real count (:mod:`harness.diagnostics.exact`, started
 from the oracle's count), and flags: whether binary64 and exact-real counts differ, and
 whether each kernel keeps fewer (under-keep) or more (over-keep) tokens than the exact-real
 nucleus.
@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .bundle import CASES
-from .cases_index import parse_cases_index
-from .errors import MalformedEvidenceError
+from ..core.bundle import CASES
+from ..core.cases_index import parse_cases_index
+from ..core.errors import MalformedEvidenceError
+from ..core.f32 import FLOAT32_BYTES, decode
+from ..core.names import SIDES
+from ..core.verify import UnsafeBundleView
 from .exact import ExactCount, ExactOutcome, RowTask, exact_rows, outcome_json
-from .f32 import FLOAT32_BYTES, decode
-from .names import SIDES
-from .verify import UnsafeBundleView
 
 AGREE = "agree"
 DIFFER = "differ"

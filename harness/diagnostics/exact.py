@@ -63,9 +63,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from .errors import EmptyRowError, MissingExtraError, NonFiniteLogitError
-from .f32 import decode
-from .oracle import Ambiguous, checked_p, reference
+from ..core.errors import EmptyRowError, MissingExtraError, NonFiniteLogitError
+from ..core.f32 import decode
+from ..core.oracle import Ambiguous, checked_p, reference
 
 if TYPE_CHECKING:
     from flint import arb
