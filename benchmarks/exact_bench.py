@@ -3,7 +3,7 @@ oracle on the same rows, in the same run, with the same number of worker process
 
 Rows are read once through ``harness.core.verify.open_bundle`` (digest-checked bytes). Then:
 the binary64 oracle on every row (the baseline: what ``verify`` reruns, numpy path), the
-exact-real counts of every row (``harness.core.exact.exact_rows``, started from the oracle's
+exact-real counts of every row (``harness.diagnostics.exact.exact_rows``, started from the oracle's
 counts as ``topp-gate exact`` does), and the whole ``topp-gate exact BUNDLE --json``
 process (verification included). Goal: all 405 rows of the H200 bundle in at most 2
 minutes on 2 cores.
@@ -28,12 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.core.exact import ExactCount, RowTask, exact_rows  # noqa: E402
-from harness.core.exact_bundle import row_tasks  # noqa: E402
 from harness.core.f32 import decode  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.oracle import numpy_available, reference  # noqa: E402
 from harness.core.verify import open_bundle  # noqa: E402
+from harness.diagnostics.exact import ExactCount, RowTask, exact_rows  # noqa: E402
+from harness.diagnostics.exact_bundle import row_tasks  # noqa: E402
 
 DEFAULT_BUNDLE = ROOT / "evidence" / "bundles" / "h200-forced-logit-gate-cuda-20261129"
 PUB = ROOT / "evidence" / "keys" / "topp-gate-evidence.pub"

@@ -191,11 +191,8 @@ def _bomb_resign(declared: int) -> Callable[[Path], None]:
     return run
 
 
-def _duplicate_key_manifest_resign(root: Path) -> None:
-    """A manifest with a duplicate key (which value counts depends on the reader), every
-    hash that binds it updated and signed again."""
-    raw = (root / "manifest.json").read_bytes()
-    raw = raw.rstrip()[:-1].rstrip() + b',\n  "name": "another-name"\n}\n'
+def _rebind_manifest(root: Path, raw: bytes) -> None:
+    """Replace manifest.json by ``raw``, update every hash that binds it, sign again."""
     (root / "manifest.json").write_bytes(raw)
     statement = tamper.statement(root)
     statement["predicate"]["hashes"]["manifest"] = sha256_hex(raw)
@@ -205,6 +202,33 @@ def _duplicate_key_manifest_resign(root: Path) -> None:
             subject["annotations"].update(stored_sha256=sha256_hex(raw), size=len(raw),
                                           stored_size=len(raw))
     _sign(root, statement)
+
+
+def _duplicate_key_manifest_resign(root: Path) -> None:
+    """A manifest with a duplicate key (which value counts depends on the reader), every
+    hash that binds it updated and signed again."""
+    raw = (root / "manifest.json").read_bytes()
+    _rebind_manifest(root, raw.rstrip()[:-1].rstrip() + b',\n  "name": "another-name"\n}\n')
+
+
+OVER_BUDGET_CASES = 5  # each at the per-case ceiling (64 x 262144): 5 x 2**24 > 2**26
+
+
+def over_budget_manifest() -> dict:
+    """The synthetic manifest plus cases that are each within every per-case ceiling but
+    together ask more work (batch x vocab) of a verifier than harness.core.limits allows."""
+    manifest = json.loads(json.dumps(synthetic.MANIFEST))
+    manifest["limits"].update(max_vocab=262144, max_bundle_bytes=1 << 34)
+    manifest["cases"] += [{"id": f"ordinary-big-{i}", "kind": "ordinary", "seed": i,
+                           "batch": 64, "vocab": 262144} for i in range(OVER_BUDGET_CASES)]
+    return manifest
+
+
+def _work_over_budget_resign(root: Path) -> None:
+    """A signer's manifest asking 5 x 64 x 262144 values of the verifier (the artifacts are
+    the good bundle's: the verifier must refuse on the manifest alone, reading nothing
+    else)."""
+    _rebind_manifest(root, synthetic.fixture.manifest_bytes(over_budget_manifest()))
 
 
 ESCAPE_NAME = "\x1b[2K\rverdict: PASS"
@@ -257,6 +281,7 @@ FIXTURES: dict[str, Fixture] = {
     "duplicate_key_manifest_resigned": Fixture(_duplicate_key_manifest_resign,
                                                "malformed_evidence"),
     "escape_named_file": Fixture(_escape_named_file, "malformed_evidence"),
+    "work_over_budget_resigned": Fixture(_work_over_budget_resign, "malformed_evidence"),
 }
 
 

@@ -19,7 +19,7 @@ verify``, before this script's ``--check``). Run ``topp-gate verify`` on a bundl
 trusting a section generated from it.
 
 Each bundle's section also carries the exact-real counts ``topp-gate exact`` derives from
-the same bytes (:mod:`harness.core.exact_bundle`; needs the ``exact`` extra, python-flint):
+the same bytes (:mod:`harness.diagnostics.exact_bundle`; needs the ``exact`` extra, python-flint):
 the stopped rows with the exact-real column and one summary line for all rows. They are
 derived here, not read from a receipt.
 
@@ -63,15 +63,13 @@ from harness.core.digest import sha256_hex  # noqa: E402
 from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.names import FORCED, ORDINARY, SIDES  # noqa: E402
-from harness.core.report import (  # noqa: E402
-    ReportInputs,
-    device_name,
+from harness.core.report import ReportInputs, device_name, summarize  # noqa: E402
+from harness.core.verify import UnsafeBundleView, open_bundle  # noqa: E402
+from harness.diagnostics.exact_report import (  # noqa: E402
     exact_keeps,
     exact_stopped_table,
     exact_summary,
-    summarize,
 )
-from harness.core.verify import UnsafeBundleView, open_bundle  # noqa: E402
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
@@ -195,8 +193,8 @@ def _diagnostic_line(summary: Mapping[str, Any]) -> str:
 def exact_records(bundle: Bundle) -> list[dict[str, Any]]:
     """Every row's exact-real count beside its binary64 and kernel counts (what
     ``topp-gate exact`` computes; needs the exact extra)."""
-    from harness.core.exact_bundle import bundle_exact
-    from harness.core.judge import default_workers
+    from harness.core.limits import default_workers
+    from harness.diagnostics.exact_bundle import bundle_exact
 
     rows = bundle_exact(bundle.artifacts.view, workers=default_workers())
     return [row.to_json() for row in rows]

@@ -25,7 +25,8 @@ from typing import Any
 
 from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
-from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, load_manifest
+from ..core.limits import check_work
+from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, case_batch, load_manifest, parse_manifest
 from ..core.names import SIDES, SINGLE, SPLIT
 from ..core.safeio import read_regular_file
 from ..core.terminal import printable
@@ -70,6 +71,18 @@ def load_matrix(spec: str) -> dict[str, Any]:
     if missing:
         raise UsageError(f"{source}: missing {', '.join(sorted(missing))}")
     return matrix
+
+
+def _check_matrix_limits(matrix: dict[str, Any]) -> None:
+    """Refuse (LimitError) a matrix whose cases a verifier would refuse
+    (:mod:`harness.core.limits`). Cases too malformed to size are left to the schema check
+    of the finished manifest."""
+    try:
+        sized = [(str(case["id"]), case_batch(case), int(case["vocab"]))
+                 for case in matrix["cases"]]
+    except (KeyError, TypeError, ValueError):
+        return
+    check_work(sized)
 
 
 def detect_dispatch(kernel: bytes) -> str:
@@ -124,6 +137,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         raise UsageError(f"{out.name}: the manifest file name must be NAME.json with NAME of "
                          "lowercase letters, digits, '.', '_' or '-'")
     matrix = load_matrix(matrix_spec)
+    _check_matrix_limits(matrix)  # before any pin is resolved or wheel fetched
     root = cache_root(cache)
     entries = {}
     for name in SIDES:
@@ -142,6 +156,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         "cases": matrix["cases"],
     }
     raw = (json.dumps(document, indent=2) + "\n").encode("utf-8")
+    parse_manifest(raw, source=str(out))  # what run and verify will accept, before writing
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_bytes(raw)

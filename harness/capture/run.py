@@ -36,7 +36,8 @@ from .. import __version__
 from ..core.cases_index import check_against_manifest, parse_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
-from ..core.judge import CaseBytes, RowSpec, default_workers, judge_cases
+from ..core.judge import CaseBytes, RowSpec, judge_cases
+from ..core.limits import workers as worker_count
 from ..core.manifest import CaseLayout, Manifest, load_manifest
 from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from ..core.oracle import numpy_available
@@ -73,7 +74,7 @@ class RunOptions:
     sources: Path | None = None
     cache: Path | None = None
     patch: Path | None = None
-    workers: int = 0  # 0: one per CPU (at most 8)
+    workers: int = 0  # 0: the default (harness.core.limits.default_workers)
     repeats: int = 0  # extra timed CUDA calls per case (timings only)
 
 
@@ -463,7 +464,7 @@ def _judge(case_bytes: Sequence[CaseBytes], workers: int, clock: _Clock, *,
         on_rows(total_rows)
     _say(progress, f"judging {total_rows} rows against the binary64 oracle")
     t0 = time.monotonic()
-    rows = judge_cases(case_bytes, workers=workers or default_workers(),
+    rows = judge_cases(case_bytes, workers=worker_count(workers),
                        fast=numpy_available(), progress=row_progress, rules=rules)
     clock.timings["judge_s"] = round(time.monotonic() - t0, 3)
     return rows

@@ -41,15 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from ..core.errors import VerificationError
-    from ..core.exact import require_exact
-    from ..core.exact_bundle import bundle_exact, summary
-    from ..core.judge import default_workers
+    from ..core.limits import workers as worker_count
     from ..core.verify import open_bundle, verify_bundle
+    from ..diagnostics.exact import require_exact
+    from ..diagnostics.exact_bundle import bundle_exact, summary
 
     require_exact()
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    workers = args.workers or default_workers()
+    workers = worker_count(args.workers)
     public_key = signer_key(args.pubkey, args.bundle, say=not args.json)
     verified = verify_bundle(args.bundle, public_key, workers=workers,
                              progress=RowProgress("verifying: oracle and gate rerun").advance)
@@ -84,7 +84,7 @@ def _unstopped_flagged(record: dict[str, Any]) -> bool:
 
 
 def _print_text(verified: Verified, records: list[dict[str, Any]]) -> None:
-    from ..core.report import exact_cell, exact_flags, exact_lines
+    from ..diagnostics.exact_report import exact_cell, exact_flags, exact_lines
 
     v = verified.verdict
     print(f"verified bundle {printable(verified.path)}: verdict {v['verdict']} "

@@ -33,9 +33,10 @@ def patch(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def workers(parser: argparse.ArgumentParser, what: str, *, default: int | None = None) -> None:
+    from ..core.limits import WORKERS_HELP
+
     parser.add_argument("--workers", type=int, metavar="N", default=default,
-                        help=f"processes for {what} (default: the CPUs this process may "
-                        "use, at most 8)")
+                        help=f"processes for {what} {WORKERS_HELP}")
 
 
 def json_output(parser: argparse.ArgumentParser, what: str = "one JSON object") -> None:

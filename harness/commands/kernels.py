@@ -70,15 +70,16 @@ def run(args: argparse.Namespace) -> int:
     from ..capture.sources import cache_root, load_pins, resolve_tree
     from ..core.cases_index import render_cases_index
     from ..core.f32 import rows
-    from ..core.manifest import HARD_MAX_BATCH, CaseLayout, RowLayout
+    from ..core.limits import MAX_BATCH
+    from ..core.manifest import CaseLayout, RowLayout
     from ..core.names import ORDINARY, SIDES, SPLIT
 
     if args.out.exists():
         raise UsageError(f"{args.out} already exists; refusing to overwrite")
     logits = read_regular_file(args.logits, "logits file", MAX_INPUT_BYTES)
     batch = len(rows(logits, args.vocab))
-    if batch > HARD_MAX_BATCH:
-        raise UsageError(f"batch {batch} is over {HARD_MAX_BATCH}: the split path needs <= 64")
+    if batch > MAX_BATCH:
+        raise UsageError(f"batch {batch} is over {MAX_BATCH}: the split path needs <= 64")
     p = _p_bytes(args.p, batch)
     pins = load_pins()
     cache = cache_root(args.cache)

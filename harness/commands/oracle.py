@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fast and not numpy_available():
         raise UsageError("--fast needs numpy (pip install 'topp-gate[gpu]' or numpy)")
     if args.exact:
-        from ..core.exact import require_exact
+        from ..diagnostics.exact import require_exact
 
         require_exact()
     use_numpy = not args.pure and numpy_available()
@@ -143,7 +143,7 @@ def _how(outcome: OracleOutcome, p32: float | None) -> str:
 def _exact(row: Sequence[float], p32: float | None, k: int | None, index: int,
            binary64: int | None, start: int) -> tuple[dict[str, Any], str]:
     """The exact-real fields of a row's JSON object and a sentence for its text line."""
-    from ..core.exact import ExactCount, describe, exact_count, outcome_json
+    from ..diagnostics.exact import ExactCount, describe, exact_count, outcome_json
 
     values = row.tolist() if hasattr(row, "tolist") else list(row)
     outcome = exact_count(values, p32, k=k, start=start, row=index)

@@ -10,7 +10,6 @@ identical to a serial run (tests prove it). No torch, triton or vLLM here.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -161,11 +160,6 @@ def judge_task(task: _Task) -> dict[str, Any]:
                                     split_path, split_sides, logits_bytes, raw, fast))
 
 
-def default_workers() -> int:
-    """Worker processes for judging: the CPUs this process may use, at most 8."""
-    usable = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-              else (os.cpu_count() or 1))
-    return max(1, min(usable, 8))
 
 
 def judge_cases(cases: Iterable[CaseBytes], *, workers: int = 1, fast: bool = False,

@@ -31,6 +31,7 @@ from . import schema
 from .digest import parse_sha256sum_line, sha256_hex
 from .errors import EvidenceDriftError, LimitError, ManifestError, ManifestNotFrozenError
 from .f32 import runtime_p, to_float32
+from .limits import MAX_BATCH, MAX_BATCH_V3, check_work
 from .names import BOUNDARY, FORCED, ORDINARY, SPLIT, TRAFFIC
 from .rulesets import LEGACY_RULES, RULE_SETS
 from .safeio import read_regular_file
@@ -42,8 +43,6 @@ SCHEMA_V3 = "topp-gate/manifest/v3"  # version 2 plus the rule set by id and eac
 PINNED_BY_FILE = (SCHEMA_V2, SCHEMA_V3)
 DEFAULT_FAMILY = "vllm-triton"  # the family of every side that names none (versions 1, 2)
 SCHEMA_RESOURCE = "manifest.schema.json"
-HARD_MAX_BATCH = 64  # the split path is taken only for batch <= 64 (versions 1 and 2)
-HARD_MAX_BATCH_V3 = 1024  # version 3 also judges the monolithic and mixed paths
 FROZEN_SUFFIX = ".sha256"
 MAX_MANIFEST_BYTES = 1 << 20  # the H200 matrix is 11 kB; a manifest is never near this
 MAX_FROZEN_HASH_BYTES = 4096
@@ -297,10 +296,12 @@ def case_batch(case: Mapping[str, Any]) -> int:
 
 
 def check_limits(manifest: Manifest) -> None:
-    """Refuse (LimitError) any case over the manifest's limits or the hard batch ceiling."""
+    """Refuse (LimitError) any case over the manifest's limits, and a manifest over the
+    ceilings every tool shares (:mod:`harness.core.limits`: per case, rows and total work),
+    so ``manifest new``, ``run`` and ``verify`` refuse the same manifests."""
     limits = manifest.limits
-    hard = HARD_MAX_BATCH_V3 if manifest.data["schema"] == SCHEMA_V3 else HARD_MAX_BATCH
-    max_batch = min(int(limits["max_batch"]), hard)
+    max_batch = min(int(limits["max_batch"]),
+                    MAX_BATCH_V3 if manifest.data["schema"] == SCHEMA_V3 else MAX_BATCH)
     for case in manifest.cases:
         batch, vocab = case_batch(case), int(case["vocab"])
         if batch > max_batch:
@@ -309,6 +310,9 @@ def check_limits(manifest: Manifest) -> None:
             raise LimitError(
                 f"case {case['id']}: vocab {vocab} is over the limit {limits['max_vocab']}"
             )
+    check_work(((str(case["id"]), case_batch(case), int(case["vocab"]))
+                for case in manifest.cases),
+               max_batch=MAX_BATCH_V3 if manifest.data["schema"] == SCHEMA_V3 else MAX_BATCH)
 
 
 def check_manifest(manifest: Manifest) -> None:

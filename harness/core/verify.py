@@ -74,8 +74,9 @@ from .errors import (
     UsageError,
     wrap_as,
 )
-from .judge import default_workers
 from .keys import keyid
+from .limits import MAX_CASE_VALUES, MAX_PLAIN_BYTES
+from .limits import workers as worker_count
 from .names import PIN_FILE_FIELDS, SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
 from .safeio import read_regular_file
 from .strictjson import loads_strict
@@ -83,13 +84,13 @@ from .strictjson import loads_strict
 REPORT_MD = "report.md"
 REPORT_PNG = "report.png"
 REPORT_FILES = (REPORT_MD, REPORT_PNG)
-# The verifier's own ceilings, whatever a manifest declares: one case's array (logits, or
-# one side's output) holds at most 64 rows of 262144 float32 values (the H200 matrix's
-# largest vocabulary at the split path's batch ceiling), and a plain (uncompressed) file
-# other than the manifest at most 8 MiB. With one case held at a time, these keep peak
-# memory under 1 GiB for any input (tests/unit/test_verify_hostile.py measures it).
-MAX_CASE_VALUES = 64 * 262144
-MAX_PLAIN_BYTES = 8 << 20
+# The verifier's own ceilings, whatever a manifest declares, live in harness/core/limits.py
+# (one home, shared with manifest new and run): one case's array at most MAX_CASE_VALUES
+# float32 values, a plain (uncompressed) file other than the manifest at most
+# MAX_PLAIN_BYTES, the whole bundle at most MAX_WORK_VALUES values to judge (refused when
+# the manifest is parsed, before any other artifact is read). With one case held at a
+# time, these keep peak memory under 1 GiB for any input (tests/unit/test_verify_hostile.py
+# measures it).
 # A compressed stream is never much larger than what it decodes to.
 _STORED_SLACK = 4096
 
@@ -813,7 +814,7 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
     frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
     with wrap_as(MalformedEvidenceError, failing_closed="verifying"):
         return _verify(Path(path), public_key, strict, frozen,
-                       workers or default_workers(), fast, progress)
+                       worker_count(workers), fast, progress)
 
 
 def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str | None,

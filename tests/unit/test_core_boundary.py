@@ -1,7 +1,8 @@
 """The trusted core (harness/core/) is a visible boundary: it imports only the standard
 library, jsonschema, cryptography, rfc8785 (numpy only lazily, as the optional fast path) and
 itself (numpy and python-flint only lazily, as optional paths); never the capture side,
-torch, triton, rich or vLLM."""
+the diagnostics, torch, triton, rich or vLLM. The diagnostics (harness/diagnostics/, outside
+the core digest) keep the same rules, and may import the core as well as themselves."""
 
 from __future__ import annotations
 
@@ -14,16 +15,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "harness" / "core"
+DIAGNOSTICS = ROOT / "harness" / "diagnostics"
 ALLOWED_TOP = {"jsonschema", "cryptography", "rfc8785", "harness"}
 FORBIDDEN = ("torch", "triton", "rich", "vllm", "matplotlib", "harness.capture",
              "harness.commands", "harness.probes")
 # numpy: the fast path (bit-identical by test); flint: the exact-real diagnostic's extra
 OPTIONAL = ("numpy", "flint")
 CORE_FILES = sorted(p for p in CORE.rglob("*.py"))
+DIAGNOSTIC_FILES = sorted(p for p in DIAGNOSTICS.rglob("*.py"))
+# what harness modules each folder may import: the core only itself; diagnostics the core too
+INSIDE = {CORE: ("harness.core",), DIAGNOSTICS: ("harness.core", "harness.diagnostics")}
 
 
-def _imports(tree: ast.AST) -> list[tuple[str, bool]]:
-    """(module, at module level?) for every import in ``tree``; relative ones resolved."""
+def _imports(tree: ast.AST, package: str = "harness.core") -> list[tuple[str, bool]]:
+    """(module, at module level?) for every import in ``tree`` (a module of ``package``);
+    relative ones resolved."""
     found = []
     top_level = {id(node) for node in getattr(tree, "body", [])}
     for node in ast.walk(tree):
@@ -33,31 +39,38 @@ def _imports(tree: ast.AST) -> list[tuple[str, bool]]:
             if node.level == 0:
                 found.append((node.module or "", id(node) in top_level))
             else:
-                base = "harness.core" if node.level == 1 else "harness"
+                base = package if node.level == 1 else "harness"
                 found.append((f"{base}.{node.module}" if node.module else base,
                               id(node) in top_level))
     return found
 
 
-@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: str(p.relative_to(CORE)))
+@pytest.mark.parametrize("path", CORE_FILES + DIAGNOSTIC_FILES,
+                         ids=lambda p: str(p.relative_to(ROOT / "harness")))
 def test_core_module_imports_stay_inside_the_boundary(path):
-    for module, top in _imports(ast.parse(path.read_text("utf-8"))):
+    folder = CORE if path.is_relative_to(CORE) else DIAGNOSTICS
+    package = "harness." + folder.name
+    for module, top in _imports(ast.parse(path.read_text("utf-8")), package):
         first = module.split(".")[0]
         assert not module.startswith(FORBIDDEN), f"{path.name} imports {module}"
         if module.startswith("harness"):
-            assert module.startswith("harness.core") or module == "harness", module
+            assert module.startswith(INSIDE[folder]) or module == "harness", module
         elif first in OPTIONAL:
             assert not top, f"{path.name} imports {first} at module level (optional only)"
         elif first not in ALLOWED_TOP:
             assert first in sys.stdlib_module_names, f"{path.name} imports {module}"
 
 
-def test_importing_the_whole_core_loads_nothing_heavy():
-    names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in CORE_FILES]
+@pytest.mark.parametrize(("files", "outside"), [
+    (CORE_FILES, ("harness.capture", "harness.commands", "harness.diagnostics")),
+    (DIAGNOSTIC_FILES, ("harness.capture", "harness.commands")),
+], ids=["core", "diagnostics"])
+def test_importing_the_whole_core_loads_nothing_heavy(files, outside):
+    names = [".".join(p.relative_to(ROOT).with_suffix("").parts) for p in files]
     script = ("import sys\n" + "".join(f"import {n}\n" for n in names) +
               "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-              "('torch', 'triton', 'rich', 'vllm', 'numpy', 'matplotlib') "
-              "or m.startswith(('harness.capture', 'harness.commands')))\n"
+              "('torch', 'triton', 'rich', 'vllm', 'numpy', 'matplotlib', 'flint') "
+              f"or m.startswith({outside!r}))\n"
               "print(bad)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)

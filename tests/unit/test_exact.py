@@ -1,4 +1,4 @@
-"""harness.core.exact: the exact-real nucleus count.
+"""harness.diagnostics.exact: the exact-real nucleus count.
 
 Expected values come from the definition (``D_{n-1} < 0 <= D_n``), from exact rational
 arithmetic on equal logits, from an independent mpmath computation at 256 bits, or from the
@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 pytest.importorskip("flint")
 
-from harness.core import exact  # noqa: E402
 from harness.core.bundle import CASES  # noqa: E402
 from harness.core.cases_index import parse_cases_index  # noqa: E402
 from harness.core.errors import EmptyRowError, InvalidPError, NonFiniteLogitError  # noqa: E402
@@ -27,6 +26,7 @@ from harness.core.f32 import decode, to_float32  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.oracle import Certified, canonical_order, reference  # noqa: E402
 from harness.core.verify import open_bundle  # noqa: E402
+from harness.diagnostics import exact  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "evidence" / "bundles" / "h200-forced-logit-gate-cuda-20261129"
@@ -41,7 +41,8 @@ f32_p = st.floats(min_value=FLT_TRUE_MIN, max_value=ONE_BELOW, width=32)
 
 
 def mp_d(logits, p32, k, bits=256):
-    """D_k by mpmath at ``bits``, summed in canonical order (independent of harness.core.exact).
+    """D_k by mpmath at ``bits``, summed in canonical order (independent of
+    harness.diagnostics.exact).
 
     Exponents are formed exactly (float32 differences need at most 278 bits, so the
     subtraction runs at 300 bits) and the sum is accumulated term by term in canonical order,

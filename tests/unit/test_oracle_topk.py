@@ -369,7 +369,7 @@ def test_ambiguous_outcome_records_k(monkeypatch):
 
 def test_exact_count_is_over_the_top_k_prefix_only():
     pytest.importorskip("flint")
-    from harness.core import exact
+    from harness.diagnostics import exact
 
     # R with top-k 3 and p 0.75 keeps 2 (hand-computed above), without top-k 3.
     assert exact.exact_count(R, to_float32(0.75), k=3).count == 2
@@ -391,7 +391,7 @@ def test_exact_count_is_over_the_top_k_prefix_only():
 @settings(max_examples=60, deadline=None)
 def test_exact_count_with_k_equals_the_exact_count_of_the_prefix_values(logits, p, k):
     pytest.importorskip("flint")
-    from harness.core import exact
+    from harness.diagnostics import exact
 
     order = [t for t in oracle.canonical_order(logits) if logits[t] != -INF]
     prefix = [logits[t] for t in (order if k is None else order[:k])]

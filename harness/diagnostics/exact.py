@@ -68,9 +68,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidPError, MissingExtraError
-from .f32 import decode
-from .oracle import (
+from ..core.errors import InvalidPError, MissingExtraError
+from ..core.f32 import decode
+from ..core.oracle import (
     Ambiguous,
     canonical_order,
     checked_k,

@@ -7,7 +7,7 @@ results; callers that need a verified bundle run :func:`harness.core.verify.veri
 first (``topp-gate exact`` does).
 
 Per row: the binary64 oracle count and both kernels' kept counts (from the signed per-row
-results, which ``verify`` reruns), the exact-real count (:mod:`harness.core.exact`, started
+results, which ``verify`` reruns), the exact-real count (:mod:`harness.diagnostics.exact`, started
 from the oracle's count), and flags: whether binary64 and exact-real counts differ, and
 whether each kernel keeps fewer (under-keep) or more (over-keep) tokens than the exact-real
 nucleus.
@@ -15,17 +15,17 @@ nucleus.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .bundle import CASES
-from .cases_index import parse_cases_index
-from .errors import MalformedEvidenceError
+from ..core.bundle import CASES
+from ..core.cases_index import parse_cases_index
+from ..core.errors import MalformedEvidenceError
+from ..core.f32 import FLOAT32_BYTES, decode
+from ..core.names import SIDES
+from ..core.verify import UnsafeBundleView
 from .exact import ExactCount, ExactOutcome, RowTask, exact_rows, outcome_json
-from .f32 import FLOAT32_BYTES, decode
-from .names import SIDES
-from .verify import UnsafeBundleView
 
 AGREE = "agree"
 DIFFER = "differ"
@@ -92,40 +92,59 @@ def _kept(result: dict[str, Any], side: str) -> int | None:
     return int(info["kept"]) if info.get("status") == "ok" else None
 
 
-def row_tasks(view: UnsafeBundleView) -> tuple[list[RowTask], list[dict[str, Any]]]:
-    """Per row, in the receipt's order: the exact search's work item and the signed result."""
+def case_tasks(view: UnsafeBundleView
+               ) -> Iterator[tuple[list[RowTask], list[dict[str, Any]]]]:
+    """Per case, in the receipt's order: each row's exact-search work item and its signed
+    result. Lazy: a case's bytes are read only when it is asked for and dropped before the
+    next one, so a caller that consumes one case at a time holds one case."""
     results: list[dict[str, Any]] = view.statement["predicate"]["rows"]
     layout = parse_cases_index(view.raw(CASES))
     if len(results) != sum(case.batch for case in layout):
         raise MalformedEvidenceError("the receipt's per-row results do not cover cases.json")
-    tasks: list[RowTask] = []
     position = 0
     for case in layout:
         logits, ps = view.raw(case.logits_path), decode(view.raw(case.p_path))
         row_bytes = case.vocab * FLOAT32_BYTES
-        for i in range(case.batch):
-            result = results[position]
+        tasks: list[RowTask] = []
+        signed = results[position : position + case.batch]
+        for i, result in enumerate(signed):
             if (result["case"], result["row"]) != (case.id, i):
                 raise MalformedEvidenceError(f"per-row results out of case order at "
                                              f"{case.id}[{i}]")
             tasks.append((logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
                           _binary64(result)[1]))
-            position += 1
+        position += case.batch
+        del logits  # the row slices are copies; the whole array is not kept
+        yield tasks, signed
+
+
+def row_tasks(view: UnsafeBundleView) -> tuple[list[RowTask], list[dict[str, Any]]]:
+    """Every row's work item and signed result at once (holds every row's bytes: for
+    benchmarks; :func:`bundle_exact` streams case by case)."""
+    tasks: list[RowTask] = []
+    results: list[dict[str, Any]] = []
+    for case, signed in case_tasks(view):
+        tasks += case
+        results += signed
     return tasks, results
 
 
 def bundle_exact(view: UnsafeBundleView, *, workers: int = 1,
                  progress: Callable[[int], None] | None = None,
                  on_rows: Callable[[int], None] | None = None) -> list[ExactRow]:
-    """Every row's exact-real count beside its binary64 and kernel counts."""
-    tasks, results = row_tasks(view)
+    """Every row's exact-real count beside its binary64 and kernel counts, one case held at
+    a time (peak memory follows the largest case, not the bundle)."""
     if on_rows:
-        on_rows(len(tasks))
-    outcomes = exact_rows(tasks, workers=workers, progress=progress)
-    return [ExactRow(case=r["case"], row=r["row"], kind=r["kind"], stops=tuple(r["stops"]),
-                     binary64=_binary64(r)[0], exact=outcome,
-                     kept={side: _kept(r, side) for side in SIDES})
-            for r, outcome in zip(results, outcomes, strict=True)]
+        on_rows(len(view.statement["predicate"]["rows"]))
+    rows: list[ExactRow] = []
+    for tasks, results in case_tasks(view):
+        outcomes = exact_rows(tasks, workers=workers, progress=progress)
+        rows += [ExactRow(case=r["case"], row=r["row"], kind=r["kind"],
+                          stops=tuple(r["stops"]), binary64=_binary64(r)[0], exact=outcome,
+                          kept={side: _kept(r, side) for side in SIDES})
+                 for r, outcome in zip(results, outcomes, strict=True)]
+        del tasks, outcomes
+    return rows
 
 
 def summary(rows: Iterable[ExactRow]) -> dict[str, Any]:
