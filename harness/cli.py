@@ -42,6 +42,7 @@ VERBS: dict[str, str] = {
     "harness-digest": "harness_digest",
     "exact": "exact",
     "manifest": "manifest",
+    "mutate": "mutate",
 }
 
 

@@ -1,4 +1,5 @@
-"""``topp-gate manifest new``: a frozen version 2 manifest from two pin files and a matrix.
+"""``topp-gate manifest new``: a frozen version 2 manifest from two pin files and a matrix
+(version 3 when the matrix predeclares its rule set: ``"rules": ID``).
 
 A matrix template (package data ``harness/data/matrices/<name>.json``, or a user's file of
 the same shape) holds the backend, the limits and the cases. Each side is named by its pin
@@ -26,7 +27,14 @@ from typing import Any
 from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
 from ..core.limits import check_work
-from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, case_batch, load_manifest, parse_manifest
+from ..core.manifest import (
+    FROZEN_SUFFIX,
+    SCHEMA_V2,
+    SCHEMA_V3,
+    case_batch,
+    load_manifest,
+    parse_manifest,
+)
 from ..core.names import SIDES, SINGLE, SPLIT
 from ..core.safeio import read_regular_file
 from ..core.terminal import printable
@@ -142,12 +150,15 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
     entries = {}
     for name in SIDES:
         spec = sides[name]
-        entries[name] = _side_entry(spec, load_pin_file(spec.pin), out.parent, root)
+        pin = load_pin_file(spec.pin)
+        entries[name] = _side_entry(spec, pin, out.parent, root)
+        if "rules" in matrix:  # version 3: each side names its kernel family
+            entries[name]["family"] = pin.family
     described = ", ".join(
         f"{name} vLLM {printable(entries[name]['version'])} ({entries[name]['dispatch']} path"
         + (", patched" if "patch" in entries[name] else "") + ")" for name in SIDES)
     document = {
-        "schema": SCHEMA_V2,
+        "schema": SCHEMA_V3 if "rules" in matrix else SCHEMA_V2,
         "name": out.name[: -len(".json")],
         "description": f"{described}. {matrix['description']}",
         "sources": {"sides": entries},
@@ -155,6 +166,8 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         "limits": matrix["limits"],
         "cases": matrix["cases"],
     }
+    if "rules" in matrix:  # a matrix that predeclares its rule set makes a version 3 manifest
+        document["rules"] = matrix["rules"]
     raw = (json.dumps(document, indent=2) + "\n").encode("utf-8")
     parse_manifest(raw, source=str(out))  # what run and verify will accept, before writing
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -433,6 +433,7 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
             "regression against the bounded ordinary-row contract; it does not prove exact "
             "top-p behaviour in general.", ""]
 
+    out += base_defect_lines(inputs, text)
     out += ["## Forced rows", ""]
     if s["forced"]:
         out += [f"Stock lost the forced token on {s['stock_lost_forced']} of {s['forced_rows']} "
@@ -486,3 +487,26 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
         f"{side}: {_counts(s['side_status'][side])}" for side in SIDES) + ".", ""]
     out += _evidence_lines(inputs.evidence, text)
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def base_defect_lines(inputs: ReportInputs, text: Callable[[str], str]) -> list[str]:
+    """The base's own failures (rule set regression/v1: the verdict's ``base_defects``),
+    every row listed; nothing when the verdict has no ``base_defects``."""
+    defects = inputs.verdict.get("base_defects")
+    if not isinstance(defects, Mapping):
+        return []
+    lines = ["## Base defects (the base already fails these rows; never a pass of the base)",
+             ""]
+    if not defects.get("rows"):
+        return lines + ["The base (stock) fails no row judged alone against the oracle.", ""]
+    lines += [f"The base (stock) fails {defects['rows']} of {len(inputs.rows)} rows judged "
+              "alone against the oracle: "
+              + _counts({str(k): v for k, v in defects.get("reasons", {}).items()})
+              + ". There the change stops only where its symmetric difference from the "
+              "oracle grows, or where it rewrites a kept value.", ""]
+    lines += _table(["row", "base faults", "change faults", "change stops"],
+                    ([text(_row_id(r)), ", ".join(r["diagnostics"].get("stock_faults", [])),
+                      ", ".join(r["diagnostics"].get("patched_faults", [])) or "none",
+                      ", ".join(r["stops"]) or "none"]
+                     for r in inputs.rows if r["diagnostics"].get("stock_faults")))
+    return lines + [""]

@@ -23,6 +23,12 @@ Rule sets:
     oracle, the seed's rules on rows with top-p, the exact k-prefix on top-k-only rows,
     forced rows held to the count envelope on every path, kept-value integrity, and the
     probability mass of every difference as a diagnostic.
+``regression/v1``
+    a pull request against its base (:mod:`harness.core.regression_rules`): each side judged
+    alone against the oracle; a row stops the change when the base has no fault there and
+    the change has one, or when the change's symmetric difference from the oracle is larger
+    than the base's; rows the base already fails are the base's defects, counted in the
+    verdict's ``base_defects`` (never a pass of the base, never hidden).
 
 Standard library only (trusted core).
 """
@@ -33,7 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import gate, serve_rules
+from . import gate, regression_rules, serve_rules
 from .errors import InternalError, UnknownJudgementError
 from .oracle import OracleOutcome
 
@@ -67,9 +73,15 @@ class RuleSet:
     judge: Callable[[RowInput], dict[str, Any]]
     needs_raw: bool  # whether ``judge`` reads ``logits_bytes``/``side_bytes``
     top_k: bool = False  # the oracle is top_k_top_p (per-row k, p >= 1: no top-p)
+    # Extra verdict fields computed from the row results (None: the gate's verdict alone).
+    verdict_extra: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
 
     def verdict(self, rows: Any, run_stops: Any = ()) -> dict[str, Any]:
-        return gate.verdict(rows, run_stops, known=self.stop_reasons)
+        rows = list(rows)
+        result = gate.verdict(rows, run_stops, known=self.stop_reasons)
+        if self.verdict_extra is not None:
+            result.update(self.verdict_extra(rows))
+        return result
 
 
 def _seed_v1(data: RowInput) -> dict[str, Any]:
@@ -111,6 +123,12 @@ RULE_SETS: dict[str, RuleSet] = {
                                   "to the count envelope, kept-value integrity, mass diagnostics",
                                   serve_rules.STOP_REASONS, serve_rules.judge, needs_raw=True,
                                   top_k=True),
+    regression_rules.REGRESSION_V1: RuleSet(
+        regression_rules.REGRESSION_V1,
+        "a pull request against its base: the change's new faults and symmetric-difference "
+        "growth stop; the base's own failures are reported as base defects",
+        regression_rules.STOP_REASONS, regression_rules.judge, needs_raw=True, top_k=True,
+        verdict_extra=regression_rules.verdict_extra),
 }
 
 # Every stop reason any rule set can give (the receipt schema enumerates this set).

@@ -45,6 +45,7 @@ import json
 import os
 import platform
 import statistics
+import struct
 import sys
 import time
 import types
@@ -200,6 +201,23 @@ def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes]:
             f"match batch {batch} x vocab {vocab} float32"
         )
     return logits, p
+
+
+def read_no_top_k(base: Path, case: dict[str, Any]) -> str | None:
+    """A version 3 case's captured top-k (int32 per row): its sha256, which the runner
+    requires in the record. This child calls the kernel top-p only (k is None, as vLLM's
+    V2 runner passes when every row's k is the vocabulary), so a row with a real top-k is
+    refused here rather than silently run without it. None: the case has no k file."""
+    if "k" not in case:
+        return None
+    batch, vocab = int(case["batch"]), int(case["vocab"])
+    data = (base / case["k"]).read_bytes()
+    if len(data) != 4 * batch:
+        raise KernelChildError(f"case {case['id']}: {len(data)} k bytes for {batch} rows")
+    if any(k < vocab for (k,) in struct.iter_unpack("<i", data)):
+        raise KernelChildError(f"case {case['id']}: a row has top-k below the vocabulary; "
+                               "this child runs top-p only (k=None)")
+    return sha256_hex(data)
 
 
 @dataclass(frozen=True)
@@ -429,8 +447,11 @@ def run_cases(torch: Any, kernel: Kernel, request: dict[str, Any], index: dict[s
     records = []
     for case in index["cases"]:
         logits_bytes, p_bytes = read_case(base, case)
+        k_sha256 = read_no_top_k(base, case)
         out_bytes, record = run_case(torch, kernel, case, logits_bytes, p_bytes,
                                      int(request["repeats"]))
+        if k_sha256 is not None:
+            record["k_sha256"] = k_sha256
         (out_dir / record["output"]).write_bytes(out_bytes)
         records.append(record)
     return records

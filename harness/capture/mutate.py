@@ -1,0 +1,448 @@
+"""``topp-gate mutate``: mutation-test the gate itself (issue 20).
+
+A gate is worth what it catches. From a frozen manifest (both sides pinned; the PR matrices
+under ``evidence/manifests/pr/`` pin vLLM 0.33.0 on both) and optionally the patch under
+review, this module writes one *mutant* of the patched side's kernel file per entry of a
+documented catalogue (:data:`CATALOGUE`, id :data:`CATALOGUE_ID`), each as a unified diff
+against the pinned kernel (``sources.kernel_diff``, applied by the strict applier
+``sources.apply_patch`` exactly as ``run --patch`` applies it), freezes one manifest per
+mutant with ``manifest new`` (the frozen manifest's matrix with the mutant's patch on the
+patched side), runs the gate on each (``topp-gate run --patch``, several at once), verifies
+every bundle (:func:`harness.core.verify.verify_bundle`), and writes a signed summary:
+
+``mutation.json``
+    schema :data:`SUMMARY_SCHEMA`: the catalogue id, the frozen manifest's sha256, the base
+    run (the unmutated patched side: it must PASS under ``regression/v1``), and per mutant
+    its diff's sha256 and size, its manifest's sha256, its bundle path, the sha256 of the
+    bundle's signed payload (what ``verify`` returns as ``payload_sha256``), the verified
+    verdict, killed (verdict STOP) or survived, the stopped rows with their reasons, and
+    vLLM's own criterion (:mod:`harness.capture.vllm_criterion`) on the same bytes; the
+    kill rates of both. Survivors are listed, smallest diff first, never dropped.
+``mutation.dsse.json``
+    a DSSE envelope (payload type :data:`SUMMARY_PAYLOAD_TYPE`) over ``mutation.json``'s
+    bytes, signed with the key that signed the bundles; :func:`check_summary` re-verifies it
+    and every bundle's payload digest against it.
+
+The catalogue (kinds: comparison flips in keep predicates, off-by-one in budgets and bounds,
+dropped clauses, changed search constants, precision changes) targets vLLM 0.33.0's split
+top-p pipeline (``_topp_sb_*`` kernels); each entry names one line by its exact text (and
+which of several equal lines), so a mutant either applies exactly or is refused. Every
+mutant keeps the module importable (``ast`` parses it before it is written); a mutant Triton
+cannot compile records ``kernel_crash`` in a signed bundle and counts as killed, shown as such.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.digest import sha256_hex
+from ..core.errors import UsageError
+from ..core.manifest import load_manifest
+
+CATALOGUE_ID = "topp-gate/mutants/v1"
+SUMMARY_SCHEMA = "topp-gate/mutation/v1"
+SUMMARY_PAYLOAD_TYPE = "application/vnd.topp-gate.mutation+json"
+KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
+KINDS = ("comparison", "off-by-one", "dropped-clause", "constant", "precision")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """Replace ``old`` by ``new`` on the line(s) holding ``old``: the ``occurrence``-th such
+    line (1-based), or every one (``occurrence=0``)."""
+
+    id: str
+    kind: str
+    what: str
+    old: str
+    new: str
+    occurrence: int = 1
+
+
+_F16 = ".to(tl.float16).to(tl.float32)"
+CATALOGUE: tuple[Mutation, ...] = (
+    # comparison flips in keep predicates and search tests
+    Mutation("cmp-keep-ge", "comparison", "mask kernel keeps prob >= pivot",
+             "keep = (prob > pivot) | (x == M)", "keep = (prob >= pivot) | (x == M)"),
+    Mutation("cmp-above-ge", "comparison", "step kernel counts mass at prob >= pivot",
+             "above = pr2 > pivs[:, None]", "above = pr2 >= pivs[:, None]"),
+    Mutation("cmp-ok-gt", "comparison", "a pivot qualifies only with mass > p",
+             "ok = (mass >= p) & (mass - gmin * nmin < p)",
+             "ok = (mass > p) & (mass - gmin * nmin < p)"),
+    Mutation("cmp-ok-dup-le", "comparison", "minimality test mass - dup mass <= p",
+             "ok = (mass >= p) & (mass - gmin * nmin < p)",
+             "ok = (mass >= p) & (mass - gmin * nmin <= p)"),
+    Mutation("cmp-nomask-gt", "comparison", "whole-row guard pivot * Z > 1",
+             "nomask = tl.where(pivot * Z >= 1.0, 1.0, 0.0)",
+             "nomask = tl.where(pivot * Z > 1.0, 1.0, 0.0)"),
+    Mutation("cmp-best-lt", "comparison", "fallback tracks the smallest qualifying pivot",
+             "if bp > best:", "if bp < best:"),
+    Mutation("cmp-ties-le", "comparison", "duplicate handling runs when numkeep <= numdup",
+             "ties = numkeep < numdup", "ties = numkeep <= numdup"),
+    # off-by-one in budgets and bounds
+    Mutation("obo-dup-budget-lt", "off-by-one", "one boundary duplicate fewer kept",
+             "keep_dup = dmask & (cum <= numkeep)", "keep_dup = dmask & (cum < numkeep)"),
+    Mutation("obo-dup-budget-plus1", "off-by-one", "one boundary duplicate more kept",
+             "keep_dup = dmask & (cum <= numkeep)",
+             "keep_dup = dmask & (cum <= numkeep + 1.0)"),
+    Mutation("obo-numkeep-floor0", "off-by-one", "duplicate budget may reach 0",
+             "numkeep = tl.minimum(tl.maximum(numkeep, 1.0), numdup)",
+             "numkeep = tl.minimum(tl.maximum(numkeep, 0.0), numdup)"),
+    Mutation("obo-preceding-le", "off-by-one", "a slice counts its own duplicates as preceding",
+             "num_preceding = tl.sum(tl.where(sidx < slice_id, dupc_s, 0.0))",
+             "num_preceding = tl.sum(tl.where(sidx <= slice_id, dupc_s, 0.0))"),
+    Mutation("obo-slice-len-mask", "off-by-one", "mask kernel slices of floor(V / S)",
+             "slice_len = (VOCAB_SIZE + S - 1) // S", "slice_len = VOCAB_SIZE // S", 3),
+    Mutation("obo-slice-len-step", "off-by-one", "step kernel slices of floor(V / S)",
+             "slice_len = (VOCAB_SIZE + S - 1) // S", "slice_len = VOCAB_SIZE // S", 2),
+    Mutation("obo-split-count", "off-by-one", "split count doubles only while 2 S B < SMs",
+             "splits * 2 * batch_size <= num_sm or", "splits * 2 * batch_size < num_sm or"),
+    # dropped clauses
+    Mutation("drop-keep-max", "dropped-clause", "mask kernel no longer keeps the row maximum",
+             "keep = (prob > pivot) | (x == M)", "keep = prob > pivot"),
+    Mutation("drop-ok-minimal", "dropped-clause", "a pivot qualifies on mass >= p alone",
+             "ok = (mass >= p) & (mass - gmin * nmin < p)", "ok = mass >= p"),
+    Mutation("drop-dup-mask", "dropped-clause", "boundary duplicates all kept",
+             "keep = keep & (~dmask | keep_dup)", "keep = keep"),
+    # changed constants of the search
+    Mutation("const-rounds-3", "constant", "3 search rounds instead of 5",
+             "_SPLIT_ROUNDS = 5", "_SPLIT_ROUNDS = 3"),
+    Mutation("const-fanout-4", "constant", "4 ladder pivots per round instead of 8",
+             "_SPLIT_FANOUT = 8", "_SPLIT_FANOUT = 4"),
+    Mutation("const-collapse-1e-3", "constant", "range collapse at 1e-3 instead of 1e-7",
+             "(new_hi > new_lo * (1.0 + 1e-7))", "(new_hi > new_lo * (1.0 + 1e-3))"),
+    Mutation("const-tie-tol-1e-6", "constant", "step kernel tie tolerance 1e-6",
+             "is_same = tl.abs(tmin - minl) < 1e-9", "is_same = tl.abs(tmin - minl) < 1e-6"),
+    Mutation("const-uniform-1e-3", "constant", "mask kernel calls rows within 1e-3 uniform",
+             "if max_prob <= min_prob * (1.0 + 1e-6):",
+             "if max_prob <= min_prob * (1.0 + 1e-3):", 2),
+    Mutation("const-min-prob-1e-12", "constant", "ladder floor 1e-12 instead of 1e-30",
+             "min_prob = tl.maximum(tl.exp(mn - M) / Z, 1e-30)",
+             "min_prob = tl.maximum(tl.exp(mn - M) / Z, 1e-12)", 0),
+    Mutation("const-ladder-top", "constant", "ladder's last pivot is hi itself",
+             "(fidx + 1.0) / (F + 1.0))", "(fidx + 1.0) / F)"),
+    # precision changes
+    Mutation("prec-mask-recip", "precision", "mask kernel prob = exp(x - M) * (1 / Z)",
+             "prob = tl.exp(x - M) / Z", "prob = tl.exp(x - M) * (1.0 / Z)"),
+    Mutation("prec-step-fp16", "precision", "step kernel probabilities in float16",
+             "pr = tl.exp(x - M) / Z", f"pr = (tl.exp(x - M) / Z){_F16}"),
+    Mutation("prec-stats-fp16", "precision", "stats kernel exponent in float16",
+             "e = tl.where(finite, tl.exp(x - nm), 0.0)",
+             f"e = tl.where(finite, tl.exp((x - nm){_F16}), 0.0)"),
+    Mutation("prec-rowsum-fp16", "precision", "row normalizer summed in float16",
+             "Z = tl.sum(exp_s * w)", f"Z = tl.sum((exp_s * w){_F16})"),
+)
+
+
+def catalogue(only: Sequence[str] | None = None) -> list[Mutation]:
+    """The catalogue, or the entries ``only`` names (an unknown id is refused)."""
+    if not only:
+        return list(CATALOGUE)
+    known = {m.id: m for m in CATALOGUE}
+    missing = [name for name in only if name not in known]
+    if missing:
+        raise UsageError(f"unknown mutant {missing[0]!r} (see 'topp-gate mutate --list')")
+    return [known[name] for name in only]
+
+
+def mutate(kernel: bytes, mutation: Mutation) -> bytes:
+    """The kernel with ``mutation`` applied to exactly the line(s) it names; refused when the
+    line is not there (another release), or when the result does not parse as Python."""
+    lines = kernel.decode("utf-8").splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if mutation.old in line]
+    if mutation.occurrence > len(hits) or not hits:
+        raise UsageError(f"mutant {mutation.id}: line {mutation.old!r} (occurrence "
+                         f"{mutation.occurrence}) is not in this kernel")
+    targets = hits if mutation.occurrence == 0 else [hits[mutation.occurrence - 1]]
+    for i in targets:
+        lines[i] = lines[i].replace(mutation.old, mutation.new, 1)
+    text = "".join(lines)
+    try:
+        ast.parse(text)
+    except SyntaxError as err:
+        raise UsageError(f"mutant {mutation.id} does not parse: {err.msg}") from None
+    return text.encode("utf-8")
+
+
+def mutant_diff(pinned: bytes, base: bytes, mutation: Mutation) -> bytes:
+    """The unified diff from the pinned kernel to ``base`` (the kernel under review: the
+    pinned one, or it with the PR's patch) with ``mutation`` applied, re-applied with the
+    strict applier to prove it gives exactly those bytes."""
+    from .sources import apply_patch, kernel_diff
+
+    mutated = mutate(base, mutation)
+    diff = kernel_diff(pinned, mutated, KERNEL_PATH)
+    if apply_patch(pinned, diff, KERNEL_PATH) != mutated:
+        raise UsageError(f"mutant {mutation.id}: its diff does not reproduce it")
+    return diff
+
+
+# --- one mutation run -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Options:
+    manifest: Path  # the frozen PR manifest (regression/v1; no patch, or the PR's patch)
+    out: Path
+    key: Path
+    backend: str = "auto"
+    sources: Path | None = None
+    cache: Path | None = None
+    patch: Path | None = None  # the PR's patch on the patched side (frozen in the manifest)
+    jobs: int = 2
+    only: tuple[str, ...] = ()
+    run_timeout_s: int = 3600
+    vllm_criterion: bool = True
+    vllm_sampler: Path | None = None  # vLLM 0.33.0's topk_topp_sampler.py (else the wheel)
+
+
+def _python() -> list[str]:
+    return [sys.executable, "-m", "harness"]
+
+
+def _kernel_bytes(options: Options) -> tuple[bytes, bytes, Any]:
+    """(pinned kernel, kernel under review) of the manifest's patched side."""
+    from .pinned_sides import pinned_side
+    from .sources import apply_patch, cache_root, resolve_tree
+
+    manifest = load_manifest(options.manifest)
+    side = pinned_side(manifest, "patched")
+    tree = resolve_tree(side, cache=cache_root(options.cache), sources=options.sources)
+    pinned = (tree / side.kernel_path).read_bytes()
+    if side.kernel_path != KERNEL_PATH:
+        raise UsageError(f"the catalogue mutates {KERNEL_PATH}, not {side.kernel_path}")
+    base = pinned
+    if options.patch is not None:
+        base = apply_patch(pinned, options.patch.read_bytes(), KERNEL_PATH)
+    return pinned, base, manifest
+
+
+def _mutant_manifest(manifest: Any, diff_path: Path, out: Path, options: Options) -> Path:
+    """The frozen manifest's matrix with the mutant's patch on the patched side, frozen by
+    ``manifest new`` (same pins, same dispatch paths, same cases, limits and rules)."""
+    from .manifest_new import SideSpec, new_manifest
+
+    data = manifest.data
+    matrix = {"schema": "topp-gate/matrix/v1",
+              "description": f"Mutant {diff_path.stem} of {manifest.name}: "
+                             + str(data["description"]),
+              "backend": data["backend"], "limits": data["limits"], "cases": data["cases"]}
+    if "rules" in data:
+        matrix["rules"] = data["rules"]
+    matrix_path = out.with_name(out.stem + ".matrix.json")
+    matrix_path.write_text(json.dumps(matrix, indent=1) + "\n", encoding="utf-8")
+    sides = {name: SideSpec(manifest.pin_path(name),
+                            dispatch=str(data["sources"]["sides"][name]["dispatch"]),
+                            patch=diff_path if name == "patched" else None)
+             for name in ("stock", "patched")}
+    try:
+        return new_manifest(sides, str(matrix_path), out, cache=options.cache)
+    finally:
+        matrix_path.unlink(missing_ok=True)
+
+
+def _run_one(name: str, manifest: Path, patch: Path | None, options: Options,
+             log: Path) -> int:
+    bundle = options.out / "bundles" / name
+    cmd = [*_python(), "run", "--manifest", str(manifest), "--backend", options.backend,
+           "--out", str(bundle), "--key", str(options.key), "--workers", "1"]
+    if patch is not None:
+        cmd += ["--patch", str(patch)]
+    if options.sources is not None:
+        cmd += ["--sources", str(options.sources)]
+    if options.cache is not None:
+        cmd += ["--cache", str(options.cache)]
+    with log.open("wb") as handle:
+        try:
+            done = subprocess.run(cmd, stdout=handle, stderr=subprocess.STDOUT,  # noqa: S603
+                                  timeout=options.run_timeout_s, check=False,
+                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        except subprocess.TimeoutExpired:
+            return 124
+    return done.returncode
+
+
+def _stopped_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"row": f"{r['case']}[{r['row']}]", "stops": r["stops"]} for r in rows if r["stops"]]
+
+
+def _judged(name: str, options: Options, public_key: Any, manifest: Path) -> dict[str, Any]:
+    """Verify one bundle offline and read what the summary records of it."""
+    from ..core.errors import HarnessError
+    from ..core.verify import open_bundle, verify_bundle
+
+    bundle = options.out / "bundles" / name
+    if not bundle.is_dir():
+        return {"bundle": None, "verified": False, "error": "no bundle was written"}
+    try:
+        verified = verify_bundle(bundle, public_key, frozen_manifest=manifest, workers=1)
+    except HarnessError as err:
+        return {"bundle": _rel(bundle, options.out), "verified": False, "error": str(err)}
+    view = open_bundle(bundle, public_key)
+    rows = view.statement["predicate"]["rows"]
+    entry: dict[str, Any] = {
+        "bundle": _rel(bundle, options.out), "verified": True,
+        "payload_sha256": verified.payload_sha256, "verdict": verified.verdict,
+        "stopped_rows": _stopped_rows(rows),
+        "run_stops": view.statement["predicate"]["run_stops"],
+    }
+    if options.vllm_criterion:
+        from .vllm_criterion import criterion_of_bundle
+
+        entry["vllm_criterion"] = criterion_of_bundle(view, options)
+    return entry
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
+                 ) -> dict[str, Any]:
+    """Write every mutant, its manifest and bundle, the signed summary; return the summary."""
+    from .signing import load_private_key, public_pem, sign
+
+    if options.out.exists():
+        raise UsageError(f"{options.out} already exists; a mutation run never overwrites")
+    private = load_private_key(options.key)
+    public_key = private.public_key()
+    pinned, base, manifest = _kernel_bytes(options)
+    if manifest.rules != "regression/v1":
+        say(f"note: {manifest.name} is judged by {manifest.rules}, not regression/v1")
+    for sub in ("mutants", "manifests", "bundles", "logs"):
+        (options.out / sub).mkdir(parents=True)
+    (options.out / "signer.pub").write_bytes(public_pem(public_key))
+    jobs: list[tuple[str, Path, Path | None, Mutation | None]] = [
+        ("base", options.manifest, options.patch, None)]
+    for mutation in catalogue(options.only):
+        diff = mutant_diff(pinned, base, mutation)
+        diff_path = options.out / "mutants" / f"{mutation.id}.diff"
+        diff_path.write_bytes(diff)
+        mpath = _mutant_manifest(manifest, diff_path,
+                                 options.out / "manifests" / f"{mutation.id}.json", options)
+        jobs.append((mutation.id, mpath, diff_path, mutation))
+    say(f"{len(jobs) - 1} mutants and the base, {options.jobs} runs at once")
+
+    def one(job: tuple[str, Path, Path | None, Mutation | None]) -> tuple[str, int]:
+        name, mpath, patch, _ = job
+        code = _run_one(name, mpath, patch, options, options.out / "logs" / f"{name}.log")
+        say(f"{name}: run exit {code}")
+        return name, code
+
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        codes = dict(pool.map(one, jobs))
+    entries = []
+    for name, mpath, patch, mutation in jobs:
+        entry: dict[str, Any] = {"id": name, "run_exit": codes[name],
+                                 "manifest": _manifest_ref(mpath, options.out)}
+        if mutation is not None and patch is not None:
+            diff = patch.read_bytes()
+            entry.update({"kind": mutation.kind, "what": mutation.what,
+                          "diff": _rel(patch, options.out), "diff_sha256": sha256_hex(diff),
+                          "diff_lines": _changed_lines(diff)})
+        entry.update(_judged(name, options, public_key, mpath))
+        entries.append(entry)
+    summary = summarize(entries, manifest, options)
+    raw = (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode("utf-8")
+    (options.out / "mutation.json").write_bytes(raw)
+    envelope = sign(raw, private, SUMMARY_PAYLOAD_TYPE)
+    (options.out / "mutation.dsse.json").write_text(json.dumps(envelope, indent=1) + "\n",
+                                                    encoding="utf-8")
+    return summary
+
+
+def _manifest_ref(path: Path, root: Path) -> dict[str, str]:
+    raw = path.read_bytes()
+    try:
+        shown = _rel(path.resolve(), root.resolve())
+    except ValueError:
+        shown = path.as_posix()
+    return {"path": shown, "sha256": sha256_hex(raw)}
+
+
+def _changed_lines(diff: bytes) -> int:
+    return sum(1 for line in diff.splitlines()
+               if line[:1] in (b"+", b"-") and not line.startswith((b"+++", b"---")))
+
+
+def _killed(entry: dict[str, Any]) -> bool | None:
+    """True when the verified verdict is STOP; None when nothing verified (reported)."""
+    if not entry.get("verified"):
+        return None
+    return bool(entry["verdict"]["verdict"] == "STOP")
+
+
+def summarize(entries: list[dict[str, Any]], manifest: Any, options: Options) -> dict[str, Any]:
+    base = entries[0]
+    mutants = entries[1:]
+    for entry in mutants:
+        entry["killed"] = _killed(entry)
+        if entry.get("vllm_criterion") is not None:
+            entry["vllm_killed"] = entry["vllm_criterion"]["killed"]
+    killed = [m for m in mutants if m["killed"]]
+    survivors = sorted((m for m in mutants if m["killed"] is False),
+                       key=lambda m: (m["diff_lines"], m["id"]))
+    vllm_scored = [m for m in mutants if "vllm_killed" in m]
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "catalogue": CATALOGUE_ID,
+        "manifest": {"name": manifest.name, "sha256": sha256_hex(options.manifest.read_bytes()),
+                     "rules": manifest.rules},
+        "backend": options.backend,
+        "base": base,
+        "base_passes": _killed(base) is False,
+        "mutants": mutants,
+        "kill_rate": {"gate": {"killed": len(killed), "of": len(mutants)},
+                      "vllm_criterion": {"killed": sum(1 for m in vllm_scored
+                                                       if m["vllm_killed"]),
+                                         "of": len(vllm_scored)}},
+        "survivors": [m["id"] for m in survivors],
+        "unverified": [m["id"] for m in mutants if m["killed"] is None],
+    }
+
+
+def check_summary(folder: Path, public_key: Any) -> dict[str, Any]:
+    """Re-verify a mutation folder: the summary's signature, then every bundle it names
+    (offline verification) and its payload digest against the summary. Returns the summary."""
+    from ..core import dsse
+    from ..core.errors import BindingMismatchError, HarnessError
+    from ..core.verify import verify_bundle
+
+    envelope = (folder / "mutation.dsse.json").read_bytes()
+    try:
+        payload = dsse.verify(envelope, public_key, SUMMARY_PAYLOAD_TYPE)
+    except HarnessError:
+        raise
+    if payload != (folder / "mutation.json").read_bytes():
+        raise BindingMismatchError("mutation.json vs its signed payload", sha256_hex(payload),
+                                   sha256_hex((folder / "mutation.json").read_bytes()))
+    summary: dict[str, Any] = json.loads(payload)
+    for entry in [summary["base"], *summary["mutants"]]:
+        if not entry.get("verified"):
+            continue
+        manifest = folder / entry["manifest"]["path"]
+        if not manifest.is_file():
+            manifest = Path(entry["manifest"]["path"])
+        verified = verify_bundle(folder / entry["bundle"], public_key,
+                                 frozen_manifest=manifest, workers=1)
+        if verified.payload_sha256 != entry["payload_sha256"]:
+            raise BindingMismatchError(f"bundle {entry['bundle']} payload",
+                                       entry["payload_sha256"], verified.payload_sha256)
+        if verified.verdict != entry["verdict"]:
+            raise BindingMismatchError(f"bundle {entry['bundle']} verdict",
+                                       json.dumps(entry["verdict"]),
+                                       json.dumps(verified.verdict))
+        if "diff" in entry and sha256_hex((folder / entry["diff"]).read_bytes()) \
+                != entry["diff_sha256"]:
+            raise BindingMismatchError(f"mutant diff {entry['diff']}", entry["diff_sha256"],
+                                       sha256_hex((folder / entry["diff"]).read_bytes()))
+    return summary

@@ -1,0 +1,72 @@
+"""``topp-gate mutate``: mutation-test the gate with a frozen manifest (issue 20)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..core.errors import EXIT_OK, EXIT_STOP
+from ..core.terminal import printable
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "mutate",
+        help="mutation-test the gate: run it on mutants of the patched kernel",
+        description="Write one mutant of the patched side's kernel per catalogue entry "
+        "(topp-gate/mutants/v1: comparison flips, off-by-one, dropped clauses, search "
+        "constants, precision), each a unified diff frozen into its own manifest by "
+        "'manifest new'; run the gate on the base and every mutant (several at once), "
+        "verify every bundle, and write OUT/mutation.json with its DSSE signature "
+        "OUT/mutation.dsse.json: per mutant killed (STOP, with rows and reasons) or "
+        "survived, vLLM's own batch count criterion beside it, and both kill rates. "
+        "Exit 0 when the base passes and every bundle verified, 1 otherwise.",
+    )
+    parser.add_argument("--manifest", type=Path, metavar="M.json",
+                        help="the frozen PR manifest (evidence/manifests/pr/, regression/v1)")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="a new folder")
+    parser.add_argument("--key", type=Path, metavar="KEY", help="Ed25519 signing key")
+    parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto")
+    parser.add_argument("--patch", type=Path, default=None, metavar="DIFF",
+                        help="the change under review on the patched side (frozen in the "
+                        "manifest); mutants are of the kernel with it applied")
+    parser.add_argument("--sources", type=Path, default=None, metavar="DIR")
+    parser.add_argument("--cache", type=Path, default=None, metavar="DIR")
+    parser.add_argument("--jobs", type=int, default=2, help="gate runs at once (default 2)")
+    parser.add_argument("--only", default="", metavar="ID,ID",
+                        help="run only these catalogue entries")
+    parser.add_argument("--run-timeout", type=int, default=3600, metavar="S")
+    parser.add_argument("--no-vllm-criterion", action="store_true",
+                        help="leave vLLM's own criterion out")
+    parser.add_argument("--vllm-sampler", type=Path, default=None, metavar="FILE",
+                        help="vLLM 0.33.0's vllm/v1/sample/ops/topk_topp_sampler.py (sha256 "
+                        "checked; default: read from the cached pinned wheel)")
+    parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..capture.mutate import CATALOGUE, Options, run_mutation
+    from ..core.errors import UsageError
+
+    if args.list:
+        for m in CATALOGUE:
+            print(f"{m.id}\t{m.kind}\t{m.what}")
+        return EXIT_OK
+    for name in ("manifest", "out", "key"):
+        if getattr(args, name) is None:
+            raise UsageError(f"--{name} is required (or --list)")
+    options = Options(manifest=args.manifest, out=args.out, key=args.key, backend=args.backend,
+                      sources=args.sources, cache=args.cache, patch=args.patch,
+                      jobs=args.jobs, only=tuple(x for x in args.only.split(",") if x),
+                      run_timeout_s=args.run_timeout,
+                      vllm_criterion=not args.no_vllm_criterion,
+                      vllm_sampler=args.vllm_sampler)
+    summary = run_mutation(options, say=lambda m: print(printable(m), file=sys.stderr))
+    rate = summary["kill_rate"]
+    print(json.dumps({"base_passes": summary["base_passes"], "kill_rate": rate,
+                      "survivors": summary["survivors"], "unverified": summary["unverified"]}))
+    ok = summary["base_passes"] and not summary["unverified"]
+    return EXIT_OK if ok else EXIT_STOP

@@ -1,0 +1,75 @@
+"""``topp-gate mutate`` end to end in Triton's interpreter on a tiny matrix: the real vLLM
+0.33.0 kernel, two real mutants (strict diffs, each frozen into its own manifest), real
+signed bundles verified offline, vLLM's own criterion beside the gate, a signed summary
+that :func:`check_summary` re-verifies and that a changed byte breaks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.capture.mutate import check_summary
+from harness.cli import main
+from harness.core.errors import HarnessError
+from harness.core.keys import load_public_key
+
+REPO = Path(__file__).resolve().parents[2]
+KEYS = REPO / "tests" / "assets" / "keys"
+pytestmark = pytest.mark.slow
+
+TINY = {
+    "schema": "topp-gate/matrix/v1", "rules": "regression/v1",
+    "description": "tiny mutation-test matrix (CI)",
+    "backend": {"required": "interpreter", "interpreter_sm_count": 4},
+    "limits": {"max_vocab": 256, "max_batch": 4, "child_timeout_s": 600,
+               "run_timeout_s": 1200, "max_bundle_bytes": 1048576},
+    "cases": [
+        {"id": "forced-v256", "kind": "forced", "vocab": 256, "background_seed": 0,
+         "grid": {"value": ["1e9"], "p": ["0.9"], "forced_id": [127]}},
+        {"id": "ties-v256", "kind": "boundary", "vocab": 256, "rows": [
+            {"label": "8 tied at 2 under one at 4", "p": "0.2",
+             "construction": {"type": "ties", "groups": [{"count": 1, "logit": "4"},
+                                                         {"count": 8, "logit": "2"}],
+                              "rest": "0", "placement": "permuted", "seed": 1}}]},
+    ],
+}
+
+
+def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
+    if not (Path.home() / ".cache" / "topp-gate" / "wheels").is_dir():
+        pytest.skip("vLLM 0.33.0 is not in the topp-gate cache")
+    matrix = tmp_path / "tiny.json"
+    matrix.write_text(json.dumps(TINY), encoding="utf-8")
+    pin = tmp_path / "pins" / "vllm-0.33.0.json"
+    pin.parent.mkdir()
+    shutil.copy(REPO / "evidence" / "pins" / "vllm-0.33.0.json", pin)
+    manifest = tmp_path / "m" / "tiny-pr.json"
+    assert main(["manifest", "new", "--stock", str(pin), "--patched", str(pin),
+                 "--matrix", str(matrix), "--out", str(manifest)]) == 0
+    key = tmp_path / "k.key"
+    shutil.copy(KEYS / "test-only-signing.key", key)
+    key.chmod(0o600)
+    out = tmp_path / "mut"
+    code = main(["mutate", "--manifest", str(manifest), "--out", str(out), "--key", str(key),
+                 "--backend", "interpreter", "--jobs", "2",
+                 "--only", "drop-dup-mask,obo-split-count"])
+    assert code == 0
+    public = load_public_key(KEYS / "test-only-signing.pub")
+    summary = check_summary(out, public)
+    assert summary["base_passes"] is True
+    by_id = {m["id"]: m for m in summary["mutants"]}
+    assert by_id["drop-dup-mask"]["killed"] is True  # all 8 tied tokens kept
+    assert by_id["drop-dup-mask"]["stopped_rows"]
+    assert set(by_id) == {"drop-dup-mask", "obo-split-count"}
+    assert summary["kill_rate"]["gate"]["of"] == 2
+    for m in summary["mutants"]:
+        assert m["verified"] and len(m["diff_sha256"]) == 64
+        assert "vllm_criterion" in m
+    survivors = summary["survivors"]
+    assert all(by_id[s]["killed"] is False for s in survivors)
+    (out / "mutation.json").write_bytes((out / "mutation.json").read_bytes() + b" ")
+    with pytest.raises(HarnessError):
+        check_summary(out, public)
