@@ -20,7 +20,8 @@ DEPLOY = ROOT / "evidence/manifests/deploy"
 SWEEP = ROOT / "evidence/manifests/sweep"
 
 SPLIT_SRC = b"def _apply_topp_split(\n"
-NEW = SPLIT_SRC + b"def apply_top_k_top_p_triton(\n    logits,\n    has_topp_only_rows: bool = True,\n"
+NEW = SPLIT_SRC + (b"def apply_top_k_top_p_triton(\n    logits,\n"
+                   b"    has_topp_only_rows: bool = True,\n")
 OLD = SPLIT_SRC + b"def apply_top_k_top_p_triton(logits, k, p, mask_value):\n"
 MONO = b"def apply_top_k_top_p_triton(logits, k, p):\n"
 V = 1000

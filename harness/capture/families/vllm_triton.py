@@ -7,20 +7,37 @@ its platform class from a qualified-name string, which static analysis cannot fo
 CUDA); plus the wheel's ``.dist-info/METADATA`` (vLLM reads its own version). Compiled
 extensions (``vllm._C_stable_libtorch``, ...) become empty placeholder modules.
 
-Two dispatch paths, each proven by observation without changing the module:
+Four dispatch paths (:data:`harness.core.names.DISPATCH_PATHS`), each proven by
+observation without changing the module. The child passes ``(logits, k, p)`` as vLLM's V2
+sampler does (``k`` None when no row has a top-k, ``p`` None when no row has a top-p) and
+``has_topp_only_rows`` (some row with k >= vocab and p < 1) only where the release's entry
+takes it (0.33.0; 0.30.0-0.32.0 do not, and there the split pipeline always follows the
+monolithic kernel for a batch <= 64 with top-k and top-p). :func:`expected_path` says, from
+a kernel source, which path a case takes on CUDA (``manifest new`` freezes it per case).
 
-* ``split`` (0.30.0 and later): the CUDA split top-p pipeline. On CUDA the public
-  ``apply_top_k_top_p_triton(logits, None, p)`` takes it for batch <= 64; in Triton's
-  interpreter the child calls ``_apply_topp_split(logits, None, p, -inf, num_sm)`` on CPU
-  tensors, the same pipeline the public function enters on CUDA. :class:`SplitObserver`
-  proves it: the split entry ran once without top-k, the stats, step x rounds and mask
-  launches with one slice count and grids of batch x slices, and no monolithic launch.
-* ``single`` (releases before 0.30.0): the one-kernel path. The public entry is called (on
-  CPU tensors in the interpreter, after setting vLLM's CPU platform, recorded);
-  :class:`SingleObserver` proves exactly one launch, of ``_topk_topp_kernel``.
+* ``split`` (0.30.0 and later): the CUDA split top-p pipeline alone. On CUDA the public
+  entry takes it for p only at batch <= 64; in Triton's interpreter the child calls
+  ``_apply_topp_split(logits, None, p, -inf, num_sm)`` on CPU tensors, the same pipeline the
+  public function enters on CUDA. :class:`SplitObserver` proves it: the split entry ran
+  once without top-k, the stats, step x rounds and mask launches with one slice count and
+  grids of batch x slices, and no monolithic launch.
+* ``single``: one launch of ``_topk_topp_kernel`` without top-k (p only at batch > 64, or
+  any batch before 0.30.0). The public entry is called (on CPU tensors in the interpreter,
+  after setting vLLM's CPU platform, recorded); :class:`SingleObserver` proves exactly one
+  launch, of ``_topk_topp_kernel``.
+* ``single-topk``: the public entry with a top-k tensor, one monolithic launch with
+  ``TOPK_ENABLED``, no split (top-k only; or top-k and top-p with no p-only row on 0.33.0;
+  or any top-k batch above 64). :class:`PathObserver`.
+* ``mixed``: the monolithic kernel with top-k (leaving p-only rows to the split pipeline,
+  ``SPLIT_COVERS_PONLY``), then ``_apply_topp_split`` with the top-k tensor (batch <= 64 on
+  CUDA with top-k and top-p). The public entry takes it only on CUDA: in the interpreter
+  the child makes the entry's internal calls in its order (:func:`_mixed_internals`), with
+  the kernel module's ``current_platform`` bound to vLLM's CUDA platform class so that the
+  monolithic dispatch sets ``SPLIT_COVERS_PONLY`` as on CUDA (recorded). :class:`PathObserver`.
 
-The proof is stored under the path's name in each case's record; ``k`` is always ``None``
-today (top-p only).
+In the interpreter the monolithic kernel of 0.30.0 and later needs one accommodation of
+Triton's interpreter, not of vLLM (:func:`interpreter_loop_tensors`, recorded).
+The proof is stored under the path's name in each case's record.
 """
 
 from __future__ import annotations

@@ -23,15 +23,21 @@ child:
    package came from the copy (``__file__``) and none from bytecode outside the fresh prefix
    (``__cached__``), and hashes the files of the copy it imported from (``kernel_sha256``,
    ``tree_sha256``: the bytes imported);
-3. for each case reads the raw little-endian float32 logits and p, hashes exactly the bytes
-   it read, calls the family's entry while the family's observer of the declared path
-   watches (no change to the module); a case without that proof fails;
+3. for each case reads the raw little-endian float32 logits and p, and the int32 top-k
+   when the case has a ``k`` file, hashes exactly the bytes it read (``logits_sha256``,
+   ``p_sha256``, ``k_sha256``), and calls the family's entry with ``(logits, k, p)`` as
+   vLLM's V2 sampler passes them (``k`` None when every k is the vocabulary, ``p`` None
+   when every p is 1.0: :func:`sampler_arguments`) while the family's observer of the
+   case's path watches (no change to the module); a case without that proof fails;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
-The request's ``dispatch`` names the path to prove (default: the family's). The proof is
-stored under the path's name in each case's record (``record[path]["proven"]``), as
+The request's ``dispatch`` names the path to prove (default: the family's), and its
+``paths`` (case id -> path) the cases that take another one (a version 3 manifest's
+per-case ``paths``; such a record also says ``"dispatch": path``). The proof is stored
+under the path's name in each case's record (``record[path]["proven"]``), as
 :func:`harness.core.names.proven_cases` reads it; for ``vllm-triton`` the paths are
-``split`` and ``single`` (:mod:`harness.capture.families.vllm_triton`).
+``split``, ``single``, ``single-topk`` and ``mixed``
+(:mod:`harness.capture.families.vllm_triton`).
 
 Test hook: ``TOPP_GATE_TEST_FAULT=abort|hang`` (set only by the test suite through the
 runner's ``fault`` argument) aborts the process or sleeps after the kernel import; the
