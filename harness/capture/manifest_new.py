@@ -1,14 +1,18 @@
-"""``topp-gate manifest new``: a frozen version 2 manifest from two pin files and a matrix
-(version 3 when the matrix predeclares its rule set: ``"rules": ID``).
+"""``topp-gate manifest new``: a frozen version 3 manifest from two pin files and a matrix.
 
 A matrix template (package data ``harness/data/matrices/<name>.json``, or a user's file of
 the same shape) holds the backend, the limits and the cases. Each side is named by its pin
 file (path relative to the manifest's folder) and sha256, with the version, kernel and tree
-digests copied from it so the verifier can bind a receipt without the pin file. The
-dispatch path of a side is ``split`` when its kernel module defines the split pipeline
-(``_apply_topp_split``, vLLM 0.30.0 and later) and ``single`` otherwise, read from the
-side's cached tree, unless given. A patch (``--patch DIFF --on SIDE``) is applied exactly
-to that side's kernel now, and frozen by its sha256 and the patched kernel's sha256.
+digests and its kernel family copied from it so the verifier can bind a receipt without
+the pin file. The dispatch path of a side, unless given, is the family's guess from the
+side's kernel source (``Family.guess_dispatch``; for vllm-triton ``split`` when the module
+defines the split pipeline, vLLM 0.30.0 and later, else ``single``), read from the side's
+cached tree; and for each traffic case whose path differs from it (top-k rows, batches
+above 64), the family's guess for that case (``Family.guess_case_path``) is frozen in the
+case's ``paths``. A path given for a side (``--stock-path``) holds for all its cases. A
+patch (``--patch DIFF --on SIDE``) is applied exactly to that side's kernel now, and frozen
+by its sha256 and the patched kernel's sha256. The rule set is ``serve/v1`` when some case
+is a traffic case, else ``seed/v2``, unless given (``--rules``).
 
 The manifest is written with its ``.sha256`` sibling (``sha256sum`` format); neither is
 ever overwritten. The result is parsed back with the manifest loader before it is kept.
@@ -26,23 +30,25 @@ from typing import Any
 
 from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
+from ..core.f32 import to_float32
 from ..core.limits import check_work
 from ..core.manifest import (
     FROZEN_SUFFIX,
-    SCHEMA_V2,
     SCHEMA_V3,
     case_batch,
     load_manifest,
     parse_manifest,
+    traffic_sampling,
 )
-from ..core.names import SIDES, SINGLE, SPLIT
+from ..core.names import SIDES, TRAFFIC
+from ..core.rulesets import RULE_SETS
 from ..core.safeio import read_regular_file
 from ..core.terminal import printable
+from . import families
 from .pinfile import PinFile, load_pin_file
 from .sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
 
 MATRIX_SCHEMA = "topp-gate/matrix/v1"
-SPLIT_ENTRY = re.compile(rb"^def _apply_topp_split\(", re.MULTILINE)
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 MAX_MATRIX_BYTES = 1 << 20
@@ -93,9 +99,34 @@ def _check_matrix_limits(matrix: dict[str, Any]) -> None:
     check_work(sized)
 
 
-def detect_dispatch(kernel: bytes) -> str:
-    """``split`` when the kernel module defines the split pipeline, else ``single``."""
-    return SPLIT if SPLIT_ENTRY.search(kernel) else SINGLE
+def detect_dispatch(kernel: bytes, family: str | None = None) -> str:
+    """The side's default path for this kernel source, as its family guesses it (for
+    vllm-triton: ``split`` when the module defines the split pipeline, else ``single``)."""
+    return families.get(family).guess_dispatch(kernel)
+
+
+def default_rules(cases: list[dict[str, Any]]) -> str:
+    """``serve/v1`` when some case is a traffic case (top-k rows), else ``seed/v2``."""
+    return "serve/v1" if any(c.get("kind") == TRAFFIC for c in cases) else "seed/v2"
+
+
+def case_paths(cases: list[dict[str, Any]], side: str, family: families.Family,
+               kernel: bytes, dispatch: str) -> None:
+    """Freeze, into each traffic case's ``paths``, the family's path for ``side`` where it
+    differs from the side's ``dispatch`` (a path the matrix gives is kept)."""
+    for case in cases:
+        if case.get("kind") != TRAFFIC or side in case.get("paths", {}):
+            continue
+        sampling = traffic_sampling(case)
+        ks = [k for _, k in sampling]
+        ps = [to_float32(float(p)) for p, _ in sampling]
+        path = family.guess_case_path(kernel, int(case["batch"]), int(case["vocab"]), ks, ps)
+        if path is None:
+            path = dispatch
+        if path not in family.dispatch_paths:
+            raise UsageError(f"case {case['id']}: family {family.id} has no path {path!r}")
+        if path != dispatch:
+            case.setdefault("paths", {})[side] = path
 
 
 @dataclass(frozen=True)
@@ -105,7 +136,13 @@ class SideSpec:
     patch: Path | None = None
 
 
-def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path) -> dict[str, Any]:
+def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
+                cache: Path) -> tuple[dict[str, Any], bytes | None]:
+    """A side's manifest entry, and its kernel source when it was read (to guess paths)."""
+    family = families.get(pin.family)
+    if spec.dispatch is not None and spec.dispatch not in family.dispatch_paths:
+        raise UsageError(f"{spec.pin}: family {family.id} has no path {spec.dispatch!r} "
+                         f"(its paths: {', '.join(family.dispatch_paths)})")
     entry: dict[str, Any] = {
         "pin": Path(os.path.relpath(spec.pin.resolve(), out_dir.resolve())).as_posix(),
         "pin_sha256": pin.sha256,
@@ -130,12 +167,13 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path) -> dic
             raise UsageError(f"cannot read patch {spec.patch}: {err.strerror or err}") from None
         kernel = apply_patch(kernel, patch_bytes, str(pin.data["kernel_path"]))
         entry["patch"] = {"sha256": sha256_hex(patch_bytes), "kernel_sha256": sha256_hex(kernel)}
-    entry["dispatch"] = spec.dispatch or detect_dispatch(kernel or b"")
-    return entry
+    entry["dispatch"] = spec.dispatch or family.guess_dispatch(kernel or b"")
+    entry["family"] = family.id
+    return entry, (kernel if spec.dispatch is None else None)
 
 
 def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
-                 cache: Path | None = None) -> Path:
+                 cache: Path | None = None, rules: str | None = None) -> Path:
     """Write ``out`` and ``out.sha256``; refuse to overwrite either. Returns ``out``."""
     frozen = out.with_name(out.name + FROZEN_SUFFIX)
     for path in (out, frozen):
@@ -146,28 +184,34 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
                          "lowercase letters, digits, '.', '_' or '-'")
     matrix = load_matrix(matrix_spec)
     _check_matrix_limits(matrix)  # before any pin is resolved or wheel fetched
+    predeclared = matrix.get("rules")
+    if rules is not None and predeclared is not None and rules != predeclared:
+        raise UsageError(f"--rules {rules}: the matrix predeclares rule set {predeclared}")
+    rules = rules or predeclared or default_rules(matrix["cases"])
+    if rules not in RULE_SETS:
+        raise UsageError(f"--rules {rules}: unknown rule set (known: {', '.join(RULE_SETS)})")
     root = cache_root(cache)
     entries = {}
+    cases = json.loads(json.dumps(matrix["cases"]))  # the matrix's cases, paths added
     for name in SIDES:
         spec = sides[name]
-        pin = load_pin_file(spec.pin)
-        entries[name] = _side_entry(spec, pin, out.parent, root)
-        if "rules" in matrix:  # version 3: each side names its kernel family
-            entries[name]["family"] = pin.family
+        entries[name], kernel = _side_entry(spec, load_pin_file(spec.pin), out.parent, root)
+        if kernel is not None:
+            case_paths(cases, name, families.get(entries[name]["family"]), kernel,
+                       entries[name]["dispatch"])
     described = ", ".join(
         f"{name} vLLM {printable(entries[name]['version'])} ({entries[name]['dispatch']} path"
         + (", patched" if "patch" in entries[name] else "") + ")" for name in SIDES)
     document = {
-        "schema": SCHEMA_V3 if "rules" in matrix else SCHEMA_V2,
+        "schema": SCHEMA_V3,
         "name": out.name[: -len(".json")],
         "description": f"{described}. {matrix['description']}",
+        "rules": rules,
         "sources": {"sides": entries},
         "backend": matrix["backend"],
         "limits": matrix["limits"],
-        "cases": matrix["cases"],
+        "cases": cases,
     }
-    if "rules" in matrix:  # a matrix that predeclares its rule set makes a version 3 manifest
-        document["rules"] = matrix["rules"]
     raw = (json.dumps(document, indent=2) + "\n").encode("utf-8")
     parse_manifest(raw, source=str(out))  # what run and verify will accept, before writing
     out.parent.mkdir(parents=True, exist_ok=True)

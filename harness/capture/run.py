@@ -39,7 +39,7 @@ from ..core.errors import EvidenceDriftError, UsageError
 from ..core.judge import CaseBytes, RowSpec, judge_cases
 from ..core.limits import workers as worker_count
 from ..core.manifest import CaseLayout, Manifest, load_manifest
-from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
+from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_by_case, recorded_cases
 from ..core.oracle import numpy_available
 from ..core.report import DEFAULT_REPORT
 from ..core.rulesets import rule_set
@@ -207,15 +207,21 @@ def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes,
     return data
 
 
-def _split_path_failed(results: Mapping[str, SideResult], dispatch: Mapping[str, str]) -> bool:
+def _split_path_failed(results: Mapping[str, SideResult],
+                       dispatch: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether any side recorded a case whose declared path it could not prove, or found
     no such path in its kernel module.
 
     A side that failed before recording cases is otherwise already a stop (timeout,
     kernel_crash).
     """
+    def unproven(evidence: Any, paths: Mapping[str, str]) -> bool:
+        recorded = proven_by_case(evidence, paths)
+        return not all(recorded[case_id] for case_id in recorded_cases(evidence)
+                       if case_id in recorded)
+
     return any((result.evidence or {}).get("declared_path_missing") is True
-               or not all(proven_cases(result.evidence, dispatch[name]).values())
+               or unproven(result.evidence, dispatch[name])
                for name, result in results.items())
 
 
@@ -402,7 +408,8 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
         t0 = time.monotonic()
         results[name] = run_side(side, private[name], backend, num_sm, work / "cases.json",
                                  work / "out" / name, timeout, repeats=repeats,
-                                 dispatch=manifest.dispatch(name))
+                                 dispatch=manifest.dispatch(name),
+                                 paths=manifest.case_dispatch(name))
         clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
         if not results[name].ok:
             _say(progress, f"{name}: {results[name].status}: {results[name].reason}")
@@ -425,13 +432,13 @@ class CollectedOutputs:
 
 def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path,
                     results: Mapping[str, SideResult]) -> CollectedOutputs:
-    dispatch = {name: manifest.dispatch(name) for name in SIDES}
+    dispatch = {name: manifest.case_dispatch(name) for name in SIDES}
     inputs: dict[str, bytes] = {}
     outputs: dict[str, dict[str, bytes | str]] = {name: {} for name in SIDES}
     split_path: dict[str, bool] = {}
     paths: dict[str, dict[str, str | None]] = {}
     case_bytes: list[CaseBytes] = []
-    proven = {name: proven_cases(results[name].evidence, dispatch[name]) for name in SIDES}
+    proven = {name: proven_by_case(results[name].evidence, dispatch[name]) for name in SIDES}
     for case in layout:
         logits = (work / case.logits_path).read_bytes()
         p = (work / case.p_path).read_bytes()
@@ -441,7 +448,7 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
             inputs[case.k_path] = k
         for name in SIDES:
             outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p, k)
-        paths[case.id] = {n: dispatch[n] if proven[n].get(case.id, False) else None
+        paths[case.id] = {n: dispatch[n][case.id] if proven[n].get(case.id, False) else None
                           for n in SIDES}
         split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)
         case_bytes.append(CaseBytes(

@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "overwritten). A SPEC without the kernel file exits 2.")
     pin.add_argument("spec", metavar="SPEC")
     pin.add_argument("--out", type=Path, required=True, metavar="PINFILE")
+    pin.add_argument("--family", default=None, metavar="ID",
+                     help="the kernel family whose kernel and import closure to pin "
+                     "(default: vllm-triton)")
     pin.set_defaults(handler=run_pin)
     show = actions.add_parser("show", help="the pins and whether each tree is present "
                               "and verified")
@@ -59,9 +62,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run_pin(args: argparse.Namespace) -> int:
+    from ..capture import families
     from ..capture.pinning import pin
 
-    result = pin(args.spec, args.out, cache=args.cache)
+    family = families.get(args.family).id  # an unknown id is usage (exit 2)
+    result = pin(args.spec, args.out, cache=args.cache, family=family)
     print(f"vLLM {printable(result.version)}: {result.files} files, placeholders "
           f"{', '.join(result.placeholders) or 'none'}; tree cached at {printable(result.tree)}",
           file=sys.stderr)

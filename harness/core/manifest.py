@@ -162,11 +162,21 @@ class Manifest:
             return DEFAULT_FAMILY
         return str(self.data["sources"]["sides"][side]["family"])
 
-    def dispatch(self, side: str) -> str:
-        """The path ``side`` must take: ``split`` (always, in version 1) or ``single``."""
+    def dispatch(self, side: str, case_id: str | None = None) -> str:
+        """The path ``side`` must take: ``split`` (always, in version 1), else the side's
+        ``dispatch``; in version 3 a traffic case's ``paths`` may name its own path for a
+        side (``case_id``: that case; None or a case without one: the side's)."""
         if not self.pinned_by_file:
             return SPLIT
+        if case_id is not None and self.data["schema"] == SCHEMA_V3:
+            for case in self.data["cases"]:
+                if case["id"] == case_id and side in case.get("paths", {}):
+                    return str(case["paths"][side])
         return str(self.data["sources"]["sides"][side]["dispatch"])
+
+    def case_dispatch(self, side: str) -> dict[str, str]:
+        """Case id -> the path ``side`` must take for it (:meth:`dispatch`), in case order."""
+        return {str(case["id"]): self.dispatch(side, str(case["id"])) for case in self.cases}
 
     def side_patch(self, side: str) -> Mapping[str, str] | None:
         """A version 2 side's frozen patch (``sha256``, ``kernel_sha256``), if it has one."""

@@ -77,7 +77,7 @@ from .errors import (
 from .keys import keyid
 from .limits import MAX_CASE_VALUES, MAX_PLAIN_BYTES
 from .limits import workers as worker_count
-from .names import PIN_FILE_FIELDS, SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_cases
+from .names import PIN_FILE_FIELDS, SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_by_case
 from .safeio import read_regular_file
 from .strictjson import loads_strict
 
@@ -553,19 +553,23 @@ def case_paths(entry: dict[str, Any]) -> dict[str, str | None]:
 def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     """The path that ran is the manifest's: each side's backend, and every case's split-path
     flag equal to what both sides' evidence proves; a case the manifest requires on the
-    split path but that lacks proof must have stopped the run."""
+    split path but that lacks proof must have stopped the run. A version 3 traffic case may
+    name its own path per side (``Manifest.dispatch(side, case_id)``); for versions 1 and
+    2 every case takes its side's path."""
     required = manifest.backend["required"]
     proven: dict[str, dict[str, bool]] = {}
+    declared = {side: manifest.case_dispatch(side) for side in SIDES}
     for side in SIDES:
         evidence = predicate["kernel_path"][side]
         _check_backend(side, evidence, required, [c[side] for c in predicate["cases"]])
-        proven[side] = proven_cases(evidence, manifest.dispatch(side))
+        proven[side] = proven_by_case(evidence, declared[side])
     must_split = bool(manifest.backend.get("split_path_required", True))
     for entry in predicate["cases"]:
         case_id = entry["id"]
+        path = {side: declared[side].get(case_id, manifest.dispatch(side)) for side in SIDES}
         if manifest.pinned_by_file:
             said = entry.get("paths")
-            found = {side: manifest.dispatch(side) if proven[side].get(case_id, False)
+            found = {side: path[side] if proven[side].get(case_id, False)
                      else None for side in SIDES}
             if said != found:
                 raise BindingMismatchError(f"case {case_id} paths vs the kernel evidence",
@@ -574,7 +578,7 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
             raise MalformedEvidenceError(f"case {case_id}: paths in a version 1 receipt")
         expected = all(proven[side].get(case_id, False) for side in SIDES)
         if manifest.pinned_by_file:
-            expected = expected and all(manifest.dispatch(side) == SPLIT for side in SIDES)
+            expected = expected and all(path[side] == SPLIT for side in SIDES)
             proved_declared = all(proven[side].get(case_id, False) for side in SIDES)
         else:
             proved_declared = expected

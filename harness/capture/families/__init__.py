@@ -7,9 +7,15 @@ A *family* owns everything that is specific to one kernel implementation:
   extra files the import needs (vLLM reads its ``.dist-info``);
 * how the kernel child imports it (``kernel_module``, from a private copy of the pinned
   tree; :mod:`harness.capture.kernels.child` is generic);
-* the one call it makes with ``(logits, k, p)`` (``k`` may be ``None``);
-* which dispatch paths it can take (``dispatch_paths``) and how each is proven by
-  observation (``observer``): the proof is written into each case's record as
+* the one call it makes with ``(logits, k, p)``: the kernel child passes them as vLLM's
+  V2 sampler does, ``k`` None when no row has a top-k (every k is the vocabulary), ``p``
+  None when no row has a top-p (every p is 1.0);
+* which path ``manifest new`` should declare for a kernel source, per side
+  (``guess_dispatch``) and per case (``guess_case_path``), read from the source bytes;
+* which dispatch paths it can take (``dispatch_paths``; the first is what the CLI offers
+  first) and how each is proven by observation (``observer``), case by case (a case may
+  take another path than its side's: ``prepare`` and ``observer`` are called with the
+  case's path): the proof is written into each case's record as
   ``record[path] = {"proven": ..., ...}`` and read back by
   :func:`harness.core.names.proven_cases`.
 
@@ -85,6 +91,20 @@ class Family:
     def placeholder_ok(self, name: str) -> bool:
         """Whether ``name`` may be replaced by an empty placeholder module."""
         return name.startswith(self.package + ".")
+
+    # --- manifest new (parent side; the kernel's source bytes, never an import) ---
+
+    def guess_dispatch(self, kernel: bytes) -> str:
+        """The path a side of this kernel source takes by default (a manifest side's
+        ``dispatch`` when ``manifest new`` is not told one)."""
+        return self.default_dispatch
+
+    def guess_case_path(self, kernel: bytes, batch: int, vocab: int, ks: list[int],
+                        ps: list[float]) -> str | None:
+        """The path one case takes with this kernel source, from its per-row top-k ``ks``
+        (the vocabulary: no top-k) and float32 ``ps`` (1.0: no top-p); None when the
+        family cannot tell (the side's ``dispatch`` then applies)."""
+        return None
 
     # --- the kernel child (may import torch; never called in the parent) ---
 

@@ -23,15 +23,21 @@ child:
    package came from the copy (``__file__``) and none from bytecode outside the fresh prefix
    (``__cached__``), and hashes the files of the copy it imported from (``kernel_sha256``,
    ``tree_sha256``: the bytes imported);
-3. for each case reads the raw little-endian float32 logits and p, hashes exactly the bytes
-   it read, calls the family's entry while the family's observer of the declared path
-   watches (no change to the module); a case without that proof fails;
+3. for each case reads the raw little-endian float32 logits and p, and the int32 top-k
+   when the case has a ``k`` file, hashes exactly the bytes it read (``logits_sha256``,
+   ``p_sha256``, ``k_sha256``), and calls the family's entry with ``(logits, k, p)`` as
+   vLLM's V2 sampler passes them (``k`` None when every k is the vocabulary, ``p`` None
+   when every p is 1.0: :func:`sampler_arguments`) while the family's observer of the
+   case's path watches (no change to the module); a case without that proof fails;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
-The request's ``dispatch`` names the path to prove (default: the family's). The proof is
-stored under the path's name in each case's record (``record[path]["proven"]``), as
+The request's ``dispatch`` names the path to prove (default: the family's), and its
+``paths`` (case id -> path) the cases that take another one (a version 3 manifest's
+per-case ``paths``; such a record also says ``"dispatch": path``). The proof is stored
+under the path's name in each case's record (``record[path]["proven"]``), as
 :func:`harness.core.names.proven_cases` reads it; for ``vllm-triton`` the paths are
-``split`` and ``single`` (:mod:`harness.capture.families.vllm_triton`).
+``split``, ``single``, ``single-topk`` and ``mixed``
+(:mod:`harness.capture.families.vllm_triton`).
 
 Test hook: ``TOPP_GATE_TEST_FAULT=abort|hang`` (set only by the test suite through the
 runner's ``fault`` argument) aborts the process or sleeps after the kernel import; the
@@ -45,11 +51,10 @@ import json
 import os
 import platform
 import statistics
-import struct
 import sys
 import time
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -191,50 +196,61 @@ def import_kernel(family: Any, tree: Path, prefix: Path, kernel_path: str,
 # --- running cases --------------------------------------------------------------------------
 
 
-def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes]:
+def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes, bytes | None]:
+    """The captured logits, p and (when the case has a ``k`` file) int32 top-k bytes."""
     batch, vocab = int(case["batch"]), int(case["vocab"])
     logits = (base / case["logits"]).read_bytes()
     p = (base / case["p"]).read_bytes()
+    k = (base / case["k"]).read_bytes() if case.get("k") else None
     if len(logits) != 4 * batch * vocab or len(p) != 4 * batch:
         raise KernelChildError(
             f"case {case['id']}: {len(logits)} logits bytes and {len(p)} p bytes do not "
             f"match batch {batch} x vocab {vocab} float32"
         )
-    return logits, p
+    if k is not None and len(k) != 4 * batch:
+        raise KernelChildError(f"case {case['id']}: {len(k)} k bytes do not match batch "
+                               f"{batch} x int32")
+    return logits, p, k
 
 
-def read_no_top_k(base: Path, case: dict[str, Any]) -> str | None:
-    """A version 3 case's captured top-k (int32 per row): its sha256, which the runner
-    requires in the record. This child calls the kernel top-p only (k is None, as vLLM's
-    V2 runner passes when every row's k is the vocabulary), so a row with a real top-k is
-    refused here rather than silently run without it. None: the case has no k file."""
-    if "k" not in case:
-        return None
-    batch, vocab = int(case["batch"]), int(case["vocab"])
-    data = (base / case["k"]).read_bytes()
-    if len(data) != 4 * batch:
-        raise KernelChildError(f"case {case['id']}: {len(data)} k bytes for {batch} rows")
-    if any(k < vocab for (k,) in struct.iter_unpack("<i", data)):
-        raise KernelChildError(f"case {case['id']}: a row has top-k below the vocabulary; "
-                               "this child runs top-p only (k=None)")
-    return sha256_hex(data)
+def sampler_arguments(torch: Any, logits: Any, k: Any, p: Any) -> tuple[Any, Any]:
+    """``(k, p)`` as vLLM's V2 sampler hands them to the kernel
+    (``vllm/v1/worker/gpu/sample/states.py``, 0.30.0-0.33.0): ``k`` is None when every
+    row's k is the vocabulary (no top-k), ``p`` None when every p is 1.0 (no top-p)."""
+    vocab = int(logits.shape[1])
+    k_arg = k if k is not None and bool((k != vocab).any()) else None
+    p_arg = p if bool((p != 1.0).any()) else None
+    return k_arg, p_arg
 
 
-@dataclass(frozen=True)
+@dataclass
 class Kernel:
-    """The imported kernel of one side: its family, module, declared path and observer."""
+    """The imported kernel of one side: its family, module, declared path (the side's, and
+    per case where the request names one) and the observer of each path."""
 
     family: Any
     module: Any
     dispatch: str
-    observer: Any
+    observers: dict[str, Any]
     backend: str
     num_sm: int
+    paths: dict[str, str] = field(default_factory=dict)  # case id -> path (not the side's)
 
-    def call(self, logits: Any, p: Any) -> Any:
-        """The family's entry on ``(logits, None, p)`` (top-p only today)."""
-        return self.family.call(self.module, self.dispatch, self.backend, logits, None, p,
-                                self.num_sm)
+    def path_of(self, case_id: str) -> str:
+        return self.paths.get(case_id, self.dispatch)
+
+    def observer(self, path: str) -> Any:
+        """The observer proving ``path`` (made on first use; ``AttributeError`` when the
+        kernel module lacks what the path needs)."""
+        if path not in self.observers:
+            self.observers[path] = self.family.observer(self.module, path, self.backend,
+                                                        self.num_sm)
+        return self.observers[path]
+
+    def call(self, path: str, logits: Any, k: Any, p: Any) -> Any:
+        """The family's entry on ``(logits, k, p)`` along ``path`` (``k``/``p`` None: no
+        top-k / no top-p, as :func:`sampler_arguments` makes them)."""
+        return self.family.call(self.module, path, self.backend, logits, k, p, self.num_sm)
 
 
 def _device_info(torch: Any, backend: str, family: Any) -> dict[str, Any]:
@@ -253,16 +269,25 @@ def _device_info(torch: Any, backend: str, family: Any) -> dict[str, Any]:
 
 
 def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: bytes,
-             p_bytes: bytes, repeats: int) -> tuple[bytes, dict[str, Any]]:
+             p_bytes: bytes, repeats: int, k_bytes: bytes | None = None
+             ) -> tuple[bytes, dict[str, Any]]:
     batch, vocab = int(case["batch"]), int(case["vocab"])
-    kernel.family.check_case(kernel.module, kernel.dispatch, case)
+    path = kernel.path_of(str(case["id"]))
+    kernel.family.check_case(kernel.module, path, case)
+    prepared = kernel.family.prepare(kernel.module, path, kernel.backend)
+    observer = kernel.observer(path)
     host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
     host_logits = host_logits.reshape(batch, vocab)
     host_p = torch.frombuffer(bytearray(p_bytes), dtype=torch.float32)
+    host_k = (torch.frombuffer(bytearray(k_bytes), dtype=torch.int32)
+              if k_bytes is not None else None)
+    host_k, host_p = sampler_arguments(torch, host_logits, host_k, host_p)
     if kernel.backend == "cuda":
-        out, proof, timings = run_cuda(torch, kernel, host_logits, host_p, batch, repeats)
+        out, proof, timings = run_cuda(torch, kernel, path, observer, host_logits, host_k,
+                                       host_p, batch, repeats)
     else:
-        out, proof, timings = run_interpreter(kernel, host_logits, host_p, batch)
+        out, proof, timings = run_interpreter(kernel, path, observer, host_logits, host_k,
+                                              host_p, batch)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
     kept = (out != float("-inf")).sum(dim=1).tolist()  # tokens not masked, per row
     record = {
@@ -271,17 +296,27 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
         "vocab": vocab,
         "logits_sha256": sha256_hex(logits_bytes),
         "p_sha256": sha256_hex(p_bytes),
+        **({"k_sha256": sha256_hex(k_bytes)} if k_bytes is not None else {}),
+        "sampler_arguments": {"k": None if host_k is None else "int32[batch]",
+                              "p": None if host_p is None else "float32[batch]"},
         "output": f"{case['id']}.out.f32",
         "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
-        kernel.dispatch: proof,
+        **({"dispatch": path} if path != kernel.dispatch else {}),
+        **({"prepared": prepared} if prepared and path != kernel.dispatch else {}),
+        path: proof,
         "timings": timings,
-        "status": "ok" if proof["proven"] else f"{kernel.dispatch}_path_not_proven",
+        "status": "ok" if proof["proven"] else f"{path}_path_not_proven",
     }
     return out_bytes, record
 
 
-def run_cuda(torch: Any, kernel: Kernel, host_logits: Any, host_p: Any, batch: int,
+def _to(tensor: Any, device: str) -> Any:
+    return None if tensor is None else tensor.to(device)
+
+
+def run_cuda(torch: Any, kernel: Kernel, path: str, observer: Any, host_logits: Any,
+             host_k: Any, host_p: Any, batch: int,
              repeats: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The family's entry on the GPU, observed once; then ``repeats`` timed calls. Returns
     the first call's output (on the host), the path proof and the timings."""
@@ -289,21 +324,21 @@ def run_cuda(torch: Any, kernel: Kernel, host_logits: Any, host_p: Any, batch: i
     # The split path masks its input in place and returns it: repeats start from a
     # pristine copy of the captured bytes, never from an already-masked tensor.
     pristine = logits.clone()
-    p = host_p.to("cuda")
+    k, p = _to(host_k, "cuda"), _to(host_p, "cuda")
     torch.cuda.synchronize()
     started = time.perf_counter()
-    with kernel.observer:
-        out = kernel.call(logits, p)
+    with observer:
+        out = kernel.call(path, logits, k, p)
         torch.cuda.synchronize()
     timings: dict[str, Any] = {"first_call_ms": round((time.perf_counter() - started) * 1e3, 3)}
-    proof = kernel.observer.proof(batch)
+    proof = observer.proof(batch)
     first = out.detach().cpu().contiguous()
-    timings.update(_timed_repeats(torch, kernel, pristine, p, first, repeats))
+    timings.update(_timed_repeats(torch, kernel, path, pristine, k, p, first, repeats))
     return first, proof, timings
 
 
-def _timed_repeats(torch: Any, kernel: Kernel, pristine: Any, p: Any, first: Any,
-                   repeats: int) -> dict[str, Any]:
+def _timed_repeats(torch: Any, kernel: Kernel, path: str, pristine: Any, k: Any, p: Any,
+                   first: Any, repeats: int) -> dict[str, Any]:
     """CUDA-event timings of ``repeats`` more calls, each from the pristine input, and
     whether every output is bit-identical to the first (empty when ``repeats`` is 0)."""
     per_call, identical = [], True
@@ -313,7 +348,7 @@ def _timed_repeats(torch: Any, kernel: Kernel, pristine: Any, p: Any, first: Any
         begin = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         begin.record()
-        again = kernel.call(work, p)
+        again = kernel.call(path, work, k, p)
         end.record()
         torch.cuda.synchronize()
         per_call.append(begin.elapsed_time(end))
@@ -326,17 +361,19 @@ def _timed_repeats(torch: Any, kernel: Kernel, pristine: Any, p: Any, first: Any
             "repeat_outputs_bit_identical": identical}
 
 
-def run_interpreter(kernel: Kernel, host_logits: Any, host_p: Any,
-                    batch: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def run_interpreter(kernel: Kernel, path: str, observer: Any, host_logits: Any, host_k: Any,
+                    host_p: Any, batch: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """One observed call in Triton's interpreter on CPU tensors (the family decides which
-    entry: for vllm-triton's split path, the split pipeline with the requested SM count)."""
+    entry: for vllm-triton's split and mixed paths, the internal functions the public entry
+    calls on CUDA, in its order, with the requested SM count)."""
     logits = host_logits.clone()
-    p = host_p.clone()
+    k = None if host_k is None else host_k.clone()
+    p = None if host_p is None else host_p.clone()
     started = time.perf_counter()
-    with kernel.observer:
-        out = kernel.call(logits, p)
+    with observer:
+        out = kernel.call(path, logits, k, p)
     timings = {"wall_s": round(time.perf_counter() - started, 3)}
-    return out, kernel.observer.proof(batch), timings
+    return out, observer.proof(batch), timings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -350,11 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     evidence = started_evidence(request, fault)
     evidence_path = out_dir / "evidence.json"
     _write_json(evidence_path, evidence)
-    dispatch = str(request.get("dispatch") or "")
     try:
         check_host(request["backend"])
         torch, kernel = load_kernel(request, evidence)
-        dispatch = kernel.dispatch
         _write_json(evidence_path, evidence)
         if fault == "abort":
             os.abort()
@@ -368,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         evidence["status"] = "ok" if not failed else "failed"
         _write_json(evidence_path, evidence)
         if failed:
-            print(f"{dispatch} path not proven for case {failed[0]}", file=sys.stderr)
+            path = kernel.path_of(failed[0])
+            print(f"{path} path not proven for case {failed[0]}", file=sys.stderr)
             return EXIT_CASE_FAILED
         return 0
     except KernelChildError as err:
@@ -432,12 +468,20 @@ def load_kernel(request: dict[str, Any], evidence: dict[str, Any]) -> tuple[Any,
                     device=_device_info(torch, backend, family),
                     num_sm_requested=request["num_sm"] if backend == "interpreter" else None)
     num_sm = int(request["num_sm"])
-    try:
-        observer = family.observer(module, dispatch, backend, num_sm)
-    except AttributeError as err:
-        evidence["declared_path_missing"] = True
-        raise KernelChildError(f"the kernel module has no {dispatch} path ({err})") from None
-    return torch, Kernel(family, module, dispatch, observer, backend, num_sm)
+    paths = {str(c): str(v) for c, v in (request.get("paths") or {}).items()}
+    unknown = sorted(set(paths.values()) - set(family.dispatch_paths))
+    if unknown:
+        raise KernelChildError(f"unknown dispatch path {unknown[0]!r} for family {family.id}")
+    if paths:
+        evidence["case_paths"] = paths
+    kernel = Kernel(family, module, dispatch, {}, backend, num_sm, paths)
+    for path in sorted({dispatch, *paths.values()}):
+        try:
+            kernel.observer(path)
+        except AttributeError as err:
+            evidence["declared_path_missing"] = True
+            raise KernelChildError(f"the kernel module has no {path} path ({err})") from None
+    return torch, kernel
 
 
 def run_cases(torch: Any, kernel: Kernel, request: dict[str, Any], index: dict[str, Any],
@@ -446,12 +490,9 @@ def run_cases(torch: Any, kernel: Kernel, request: dict[str, Any], index: dict[s
     written, its record returned."""
     records = []
     for case in index["cases"]:
-        logits_bytes, p_bytes = read_case(base, case)
-        k_sha256 = read_no_top_k(base, case)
+        logits_bytes, p_bytes, k_bytes = read_case(base, case)
         out_bytes, record = run_case(torch, kernel, case, logits_bytes, p_bytes,
-                                     int(request["repeats"]))
-        if k_sha256 is not None:
-            record["k_sha256"] = k_sha256
+                                     int(request["repeats"]), k_bytes)
         (out_dir / record["output"]).write_bytes(out_bytes)
         records.append(record)
     return records

@@ -24,7 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -146,7 +146,8 @@ def _tail(path: Path) -> str:
 
 def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
              cases_json: Path, out_dir: Path, timeout_s: float, *, repeats: int = 0,
-             fault: str | None = None, dispatch: str | None = None) -> SideResult:
+             fault: str | None = None, dispatch: str | None = None,
+             paths: Mapping[str, str] | None = None) -> SideResult:
     """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
 
     ``tree`` is the side's private copy (:mod:`harness.capture.private_tree`), or a
@@ -155,7 +156,9 @@ def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
     adds timed CUDA calls after the observed one. ``fault`` (``abort`` or ``hang``) is for
     the test suite only: it is passed to the child in ``TOPP_GATE_TEST_FAULT`` and recorded
     in the result and in the evidence the child starts with. ``dispatch`` is the path the
-    child must prove per case (default: the side's family's, ``split`` for vllm-triton).
+    child must prove per case (default: the side's family's, ``split`` for vllm-triton);
+    ``paths`` (case id -> path) overrides it for the cases it names (a version 3 manifest's
+    per-case ``paths``). Every path must be one the side's family declares.
     """
     if backend not in BACKENDS:
         raise KernelRunError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
@@ -164,20 +167,26 @@ def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
     family = families.entry(side.family)
     if dispatch is None:
         dispatch = family.family.default_dispatch
+    case_paths = dict(paths or {})
+    unknown = sorted({dispatch, *case_paths.values()} - set(family.family.dispatch_paths))
+    if unknown:
+        raise KernelRunError(f"family {family.family.id} has no dispatch path "
+                             f"{', '.join(unknown)} (its paths: "
+                             f"{', '.join(family.family.dispatch_paths)})")
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(out_dir.iterdir()):
         raise KernelRunError(f"output directory {out_dir} is not empty")
     if isinstance(tree, PrivateTree):
         return _run_child(side, tree, family, backend, num_sm, cases_json, out_dir,
-                          timeout_s, repeats, fault, dispatch)
+                          timeout_s, repeats, fault, dispatch, case_paths)
     with private_tree(side.name, side.files, tree) as copy:
         return _run_child(side, copy, family, backend, num_sm, cases_json, out_dir,
-                          timeout_s, repeats, fault, dispatch)
+                          timeout_s, repeats, fault, dispatch, case_paths)
 
 
 def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: str,
                num_sm: int, cases_json: Path, out_dir: Path, timeout_s: float, repeats: int,
-               fault: str | None, dispatch: str) -> SideResult:
+               fault: str | None, dispatch: str, paths: dict[str, str]) -> SideResult:
     if dict(copy.files) != dict(side.files):
         raise KernelRunError(f"{side.name}: the private copy is not of this side's files")
     cases_json = cases_json.resolve()
@@ -193,6 +202,7 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
         "placeholders": list(side.placeholders),
         "repeats": int(repeats),
         "dispatch": dispatch,
+        "paths": {case_id: path for case_id, path in paths.items() if path != dispatch},
     }
     # absolute: the child runs with the scratch folder as its working directory
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.child-",

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Generate README.md's deployment table (issue 19) from the signed deployment bundles.
+
+    .venv/bin/python scripts/deploy_table.py                  # print the section
+    .venv/bin/python scripts/deploy_table.py --check README.md  # exit 1 if README differs
+    .venv/bin/python scripts/deploy_table.py --write README.md  # replace it in place
+
+Reads every bundle under ``evidence/deploy/bundles/*/`` (``--bundles DIR``) made from a
+manifest under ``evidence/manifests/deploy/``, through ``harness.core.verify.open_bundle``
+with the signer's public key (``--pubkey``, default ``evidence/keys/topp-gate-evidence-2.pub``):
+signature, receipt schema and file set checked on open, ``results/rows.json`` and the
+manifest decoded and checked against the receipt's digests. It does not rerun the oracle
+and gate: the verdicts it prints are the signed ones, sound because CI verifies every
+committed bundle first (``scripts/verify_committed.sh``) before this ``--check``.
+
+One table row per release x workload (a manifest case): the release (the stock side; the
+patched side is 0.33.0 in every deployment manifest), the workload, the path each side
+proved (stock -> patched, from the receipt's ``paths``), the rows, the rows stopped and by
+which reason, and the worst mass diagnostics of the release's side over the case's rows
+(``stock_mass_outside``: probability mass, binary64, of kept tokens outside the oracle's
+set; ``stock_mass_dropped``: of oracle tokens it dropped). The bundle's verdict heads each
+release.
+
+With no deployment bundle yet the section says so and ``--check`` checks only that the
+README holds that same section (the markers ``<!-- deploy:begin -->`` and
+``<!-- deploy:end -->``; nothing between them is typed by hand). A README without the
+markers is bad input for ``--check`` and ``--write`` (exit 2), unless there are no bundles:
+then there is nothing to check and the script says so (exit 0).
+
+Exit codes: 0 ok, 1 README section differs (``--check``), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from harness.core.bundle import MANIFEST, ROWS  # noqa: E402
+from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
+from harness.core.f32 import unhexf  # noqa: E402
+from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.terminal import printable  # noqa: E402
+from harness.core.verify import open_bundle  # noqa: E402
+
+BEGIN = "<!-- deploy:begin -->"
+END = "<!-- deploy:end -->"
+DEFAULT_BUNDLES = Path("evidence/deploy/bundles")
+DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence-2.pub")
+DEPLOY_PREFIX = "deploy-vllm-"
+NO_BUNDLES = "No deployment bundle is committed yet: nothing to tabulate."
+
+
+def _cell(text: Any) -> str:
+    """Evidence text in a Markdown table cell: terminal-safe, no pipes, no newlines."""
+    return printable(str(text)).replace("|", "\\|").replace("\n", " ")
+
+
+def _mass(value: Any) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return unhexf(value)
+    except (ValueError, HarnessError):
+        return None
+
+
+def _worst(rows: Sequence[Mapping[str, Any]], key: str) -> str:
+    values = [v for v in (_mass((r.get("diagnostics") or {}).get(key)) for r in rows)
+              if v is not None]
+    return "-" if not values else f"{max(values):.3g}"
+
+
+def bundle_rows(path: Path, public_key: Any) -> tuple[str, str, list[str]]:
+    """(release, verdict, table lines) of one deployment bundle."""
+    try:
+        view = open_bundle(path, public_key)
+        predicate = view.statement["predicate"]
+        manifest = json.loads(view.raw(MANIFEST))
+        rows = json.loads(view.raw(ROWS))
+    except HarnessError as err:
+        raise SectionInputError(f"bundle {path.name}: {err}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise SectionInputError(f"bundle {path.name}: not JSON ({err})") from None
+    if not str(manifest.get("name", "")).startswith(DEPLOY_PREFIX):
+        raise SectionInputError(f"bundle {path.name}: not made from a deployment manifest")
+    sides = manifest["sources"]["sides"]
+    release = f"{sides['stock']['version']} vs {sides['patched']['version']}"
+    verdict = str(predicate["verdict"])
+    by_case: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_case.setdefault(str(row.get("case")), []).append(row)
+    lines = []
+    for entry in predicate["cases"]:
+        case_rows = by_case.get(str(entry["id"]), [])
+        paths = entry.get("paths") or {}
+        shown = f"{paths.get('stock') or 'unproven'} -> {paths.get('patched') or 'unproven'}"
+        reasons = Counter(stop for r in case_rows for stop in r.get("stops", []))
+        stopped = sum(1 for r in case_rows if r.get("stops"))
+        reason_text = ", ".join(f"{name} {count}" for name, count in sorted(reasons.items()))
+        lines.append(
+            f"| {_cell(release)} | {_cell(entry['id'])} | {_cell(shown)} | {len(case_rows)} "
+            f"| {stopped} | {_cell(reason_text or '-')} "
+            f"| {_worst(case_rows, 'stock_mass_outside')} "
+            f"| {_worst(case_rows, 'stock_mass_dropped')} |")
+    return release, verdict, lines
+
+
+def generate(bundles: Path, public_key: Any | None) -> str:
+    found = sorted(p for p in bundles.glob(f"{DEPLOY_PREFIX}*") if p.is_dir()) \
+        if bundles.is_dir() else []
+    lines = [BEGIN, "### Deployment matrix (issue 19)", ""]
+    if not found:
+        lines += [NO_BUNDLES, ""]
+        return "\n".join(lines) + END + "\n"
+    assert public_key is not None
+    lines += ["Generated by `scripts/deploy_table.py` from the signed receipts (verified in "
+              "CI first). Per release (stock) against vLLM 0.33.0 (patched) and workload: "
+              "the path each side proved, rows stopped by reason, and the worst mass of the "
+              "release's kept tokens outside the oracle's set and of oracle tokens it "
+              "dropped (binary64).", ""]
+    table = ["| release | workload | path (stock -> patched) | rows | stopped | reasons "
+             "| worst mass outside | worst mass dropped |",
+             "| --- | --- | --- | ---: | ---: | --- | ---: | ---: |"]
+    verdicts = []
+    for path in found:
+        release, verdict, rows = bundle_rows(path, public_key)
+        verdicts.append(f"- {_cell(release)}: **{_cell(verdict)}** (`{_cell(path.name)}`)")
+        table += rows
+    lines += verdicts + [""] + table + [""]
+    return "\n".join(lines) + END + "\n"
+
+
+def split_readme(text: str) -> tuple[str, str, str]:
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
+    start, stop = text.index(BEGIN), text.index(END) + len(END)
+    after = text[stop:]
+    if after.startswith("\n"):
+        stop, after = stop + 1, after[1:]
+    return text[:start], text[start:stop], after
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--bundles", type=Path, default=None,
+                        help="folder of deployment bundles (default: evidence/deploy/bundles)")
+    parser.add_argument("--pubkey", type=Path, default=None,
+                        help="the bundles' signer's public key (default: "
+                        "evidence/keys/topp-gate-evidence-2.pub)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", type=Path, metavar="README")
+    mode.add_argument("--write", type=Path, metavar="README")
+    args = parser.parse_args(argv)
+    bundles = args.bundles if args.bundles is not None else ROOT / DEFAULT_BUNDLES
+    try:
+        has_bundles = bundles.is_dir() and any(
+            p.is_dir() for p in bundles.glob(f"{DEPLOY_PREFIX}*"))
+        public_key = load_public_key(args.pubkey if args.pubkey is not None
+                                     else ROOT / DEFAULT_PUBKEY) if has_bundles else None
+        section = generate(bundles, public_key)
+        if args.check is None and args.write is None:
+            sys.stdout.write(section)
+            return 0
+        readme = args.check or args.write
+        text = readme.read_text("utf-8")
+        if not has_bundles and BEGIN not in text:
+            print(f"deploy_table: {NO_BUNDLES} ({readme} has no deployment section; nothing "
+                  "checked)")
+            return 0
+        before, current, after = split_readme(text)
+        if args.check is not None:
+            if current != section:
+                print(f"deploy_table: {readme} deployment section is out of date; run "
+                      f"scripts/deploy_table.py --write {readme}", file=sys.stderr)
+                return 1
+            return 0
+        readme.write_text(before + section + after, "utf-8")
+        return 0
+    except (HarnessError, OSError, KeyError, TypeError) as err:
+        print(f"deploy_table: {printable(str(err))}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
