@@ -31,7 +31,7 @@ from typing import Any
 from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
 from ..core.f32 import to_float32
-from ..core.limits import check_work
+from ..core.limits import MAX_BATCH_V3, check_work
 from ..core.manifest import (
     FROZEN_SUFFIX,
     SCHEMA_V3,
@@ -96,7 +96,7 @@ def _check_matrix_limits(matrix: dict[str, Any]) -> None:
                  for case in matrix["cases"]]
     except (KeyError, TypeError, ValueError):
         return
-    check_work(sized)
+    check_work(sized, max_batch=MAX_BATCH_V3)  # manifest new writes version 3
 
 
 def detect_dispatch(kernel: bytes, family: str | None = None) -> str:
