@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="export this pin file's tree instead of the default pins "
                         "(repeatable; a missing wheel is fetched and verified)")
     pin = actions.add_parser(
-        "pin", help="write a pin file for vllm==X.Y.Z, a local wheel or a source tree",
+        "pin", help="write a pin file for vllm==X.Y.Z (or flashinfer-python==X), a local "
+        "wheel or a source tree",
         description="Resolve SPEC (vllm==X.Y.Z with pip, no dependencies; a local .whl; or "
         "a local vLLM source tree, whose git commit and clean flag are recorded), find the "
         "kernel's import closure and the compiled extensions it imports, hash every file, "
@@ -47,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "overwritten). A SPEC without the kernel file exits 2.")
     pin.add_argument("spec", metavar="SPEC")
     pin.add_argument("--out", type=Path, required=True, metavar="PINFILE")
+    pin.add_argument("--family", metavar="ID",
+                     help="the kernel family to pin (vllm-triton, vllm-pytorch, flashinfer; "
+                     "default: the family of the release's distribution, else vllm-triton)")
     pin.set_defaults(handler=run_pin)
     show = actions.add_parser("show", help="the pins and whether each tree is present "
                               "and verified")
@@ -63,8 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run_pin(args: argparse.Namespace) -> int:
     from ..capture.pinning import pin
 
-    result = pin(args.spec, args.out, cache=args.cache)
-    print(f"vLLM {printable(result.version)}: {result.files} files, placeholders "
+    result = pin(args.spec, args.out, cache=args.cache, family=args.family)
+    what = "vLLM" if result.family == "vllm-triton" else result.family
+    print(f"{what} {printable(result.version)}: {result.files} files, placeholders "
           f"{', '.join(result.placeholders) or 'none'}; tree cached at {printable(result.tree)}",
           file=sys.stderr)
     print(f"third-party packages imported: {printable(', '.join(result.third_party))}",

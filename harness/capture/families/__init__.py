@@ -40,7 +40,7 @@ Standard library only at import time.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -49,7 +49,11 @@ from ...core.errors import UsageError
 
 DEFAULT = "vllm-triton"
 FAMILY_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
-_BUILTIN = {DEFAULT: "harness.capture.families.vllm_triton"}
+_BUILTIN = {
+    DEFAULT: "harness.capture.families.vllm_triton",
+    "vllm-pytorch": "harness.capture.families.vllm_pytorch",
+    "flashinfer": "harness.capture.families.flashinfer",
+}
 
 
 class Observer(Protocol):
@@ -75,8 +79,16 @@ class Family:
     closure_roots: tuple[str, ...] = ()  # import-closure roots (kernel_module first)
     dispatch_paths: tuple[str, ...] = ()  # the paths a side of this family may declare
     default_dispatch: str = ""
+    distribution: str = "vllm"  # the pip name ``sources pin NAME==X`` downloads
 
     # --- pinning (parent side) ---
+
+    def closure(self, names: Collection[str], read: Callable[[str], bytes]) -> Any:
+        """The files the child imports (a :class:`harness.capture.closure.Closure`): by
+        default the static import closure of ``closure_roots`` within ``package``."""
+        from ..closure import closure
+
+        return closure(names, read, roots=self.closure_roots, package=self.package)
 
     def extra_files(self, names: Collection[str]) -> list[str]:
         """Files outside the import closure that the import still reads (metadata)."""
@@ -87,6 +99,13 @@ class Family:
         return name.startswith(self.package + ".")
 
     # --- the kernel child (may import torch; never called in the parent) ---
+
+    def import_kernel(self, tree: Path) -> Any:
+        """Import ``kernel_module`` from the private copy ``tree`` (first on ``sys.path``);
+        a family may import less than the whole package (it says so in its evidence)."""
+        import importlib
+
+        return importlib.import_module(self.kernel_module)
 
     def package_info(self, module: Any, loaded: list[str]) -> dict[str, Any]:
         """Evidence fields about the imported package (its version, modules loaded)."""
@@ -161,6 +180,15 @@ def entry(family_id: str) -> Entry:
 def get(family_id: str | None = None) -> Family:
     """The family ``family_id`` (``None``: the default, ``vllm-triton``)."""
     return entry(DEFAULT if family_id is None else family_id).family
+
+
+# pip distribution -> the family ``sources pin NAME==X`` pins unless told (--family)
+_DISTRIBUTIONS = {"vllm": DEFAULT, "flashinfer-python": "flashinfer"}
+
+
+def for_distribution(name: str) -> str | None:
+    """The default family of a pip distribution name (``vllm``, ``flashinfer-python``)."""
+    return _DISTRIBUTIONS.get(re.sub(r"[-_.]+", "-", name).lower())
 
 
 def of_side(entry_data: Any) -> str:

@@ -160,7 +160,7 @@ def import_kernel(family: Any, tree: Path, prefix: Path, kernel_path: str,
     sys.path.insert(0, str(tree))
     installed = install_placeholders(family, placeholders)
     started = time.perf_counter()
-    module = importlib.import_module(family.kernel_module)
+    module = family.import_kernel(tree)
     import_s = time.perf_counter() - started
     kernel_file = Path(module.__file__ or "").resolve()
     if kernel_path != family.kernel_path or kernel_file != (tree / kernel_path).resolve():
@@ -202,6 +202,26 @@ def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes]:
     return logits, p
 
 
+def read_k(base: Path, case: dict[str, Any]) -> bytes | None:
+    """The case's captured int32 top-k bytes (version 3 cases), or None when it has none."""
+    if not case.get("k"):
+        return None
+    data = (base / case["k"]).read_bytes()
+    if len(data) != 4 * int(case["batch"]):
+        raise KernelChildError(f"case {case['id']}: {len(data)} top-k bytes for "
+                               f"{case['batch']} rows")
+    return data
+
+
+def k_tensor(torch: Any, k_bytes: bytes | None, vocab: int) -> Any:
+    """Top-k as vLLM's sampler passes it: an int32 tensor, or None when no row has top-k
+    (every row's k is at least the vocabulary; ``vllm/v1/worker/gpu/sample/states.py``)."""
+    if k_bytes is None:
+        return None
+    k = torch.frombuffer(bytearray(k_bytes), dtype=torch.int32)
+    return None if bool((k >= vocab).all()) else k
+
+
 @dataclass(frozen=True)
 class Kernel:
     """The imported kernel of one side: its family, module, declared path and observer."""
@@ -213,9 +233,9 @@ class Kernel:
     backend: str
     num_sm: int
 
-    def call(self, logits: Any, p: Any) -> Any:
-        """The family's entry on ``(logits, None, p)`` (top-p only today)."""
-        return self.family.call(self.module, self.dispatch, self.backend, logits, None, p,
+    def call(self, logits: Any, p: Any, k: Any = None) -> Any:
+        """The family's entry on ``(logits, k, p)`` (``k`` None: no row has top-k)."""
+        return self.family.call(self.module, self.dispatch, self.backend, logits, k, p,
                                 self.num_sm)
 
 
@@ -235,16 +255,19 @@ def _device_info(torch: Any, backend: str, family: Any) -> dict[str, Any]:
 
 
 def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: bytes,
-             p_bytes: bytes, repeats: int) -> tuple[bytes, dict[str, Any]]:
+             p_bytes: bytes, repeats: int,
+             k_bytes: bytes | None = None) -> tuple[bytes, dict[str, Any]]:
     batch, vocab = int(case["batch"]), int(case["vocab"])
     kernel.family.check_case(kernel.module, kernel.dispatch, case)
     host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
     host_logits = host_logits.reshape(batch, vocab)
     host_p = torch.frombuffer(bytearray(p_bytes), dtype=torch.float32)
+    host_k = k_tensor(torch, k_bytes, vocab)
     if kernel.backend == "cuda":
-        out, proof, timings = run_cuda(torch, kernel, host_logits, host_p, batch, repeats)
+        out, proof, timings = run_cuda(torch, kernel, host_logits, host_p, batch, repeats,
+                                       host_k)
     else:
-        out, proof, timings = run_interpreter(kernel, host_logits, host_p, batch)
+        out, proof, timings = run_interpreter(kernel, host_logits, host_p, batch, host_k)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
     kept = (out != float("-inf")).sum(dim=1).tolist()  # tokens not masked, per row
     record = {
@@ -253,6 +276,7 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
         "vocab": vocab,
         "logits_sha256": sha256_hex(logits_bytes),
         "p_sha256": sha256_hex(p_bytes),
+        **({"k_sha256": sha256_hex(k_bytes)} if k_bytes is not None else {}),
         "output": f"{case['id']}.out.f32",
         "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
@@ -264,7 +288,7 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
 
 
 def run_cuda(torch: Any, kernel: Kernel, host_logits: Any, host_p: Any, batch: int,
-             repeats: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+             repeats: int, host_k: Any = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """The family's entry on the GPU, observed once; then ``repeats`` timed calls. Returns
     the first call's output (on the host), the path proof and the timings."""
     logits = host_logits.to("cuda")
@@ -272,20 +296,21 @@ def run_cuda(torch: Any, kernel: Kernel, host_logits: Any, host_p: Any, batch: i
     # pristine copy of the captured bytes, never from an already-masked tensor.
     pristine = logits.clone()
     p = host_p.to("cuda")
+    k = None if host_k is None else host_k.to("cuda")
     torch.cuda.synchronize()
     started = time.perf_counter()
     with kernel.observer:
-        out = kernel.call(logits, p)
+        out = kernel.call(logits, p, k)
         torch.cuda.synchronize()
     timings: dict[str, Any] = {"first_call_ms": round((time.perf_counter() - started) * 1e3, 3)}
     proof = kernel.observer.proof(batch)
     first = out.detach().cpu().contiguous()
-    timings.update(_timed_repeats(torch, kernel, pristine, p, first, repeats))
+    timings.update(_timed_repeats(torch, kernel, pristine, p, first, repeats, k))
     return first, proof, timings
 
 
 def _timed_repeats(torch: Any, kernel: Kernel, pristine: Any, p: Any, first: Any,
-                   repeats: int) -> dict[str, Any]:
+                   repeats: int, k: Any = None) -> dict[str, Any]:
     """CUDA-event timings of ``repeats`` more calls, each from the pristine input, and
     whether every output is bit-identical to the first (empty when ``repeats`` is 0)."""
     per_call, identical = [], True
@@ -295,7 +320,7 @@ def _timed_repeats(torch: Any, kernel: Kernel, pristine: Any, p: Any, first: Any
         begin = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         begin.record()
-        again = kernel.call(work, p)
+        again = kernel.call(work, p, k)
         end.record()
         torch.cuda.synchronize()
         per_call.append(begin.elapsed_time(end))
@@ -308,15 +333,16 @@ def _timed_repeats(torch: Any, kernel: Kernel, pristine: Any, p: Any, first: Any
             "repeat_outputs_bit_identical": identical}
 
 
-def run_interpreter(kernel: Kernel, host_logits: Any, host_p: Any,
-                    batch: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def run_interpreter(kernel: Kernel, host_logits: Any, host_p: Any, batch: int,
+                    host_k: Any = None) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """One observed call in Triton's interpreter on CPU tensors (the family decides which
     entry: for vllm-triton's split path, the split pipeline with the requested SM count)."""
     logits = host_logits.clone()
     p = host_p.clone()
+    k = None if host_k is None else host_k.clone()
     started = time.perf_counter()
     with kernel.observer:
-        out = kernel.call(logits, p)
+        out = kernel.call(logits, p, k)
     timings = {"wall_s": round(time.perf_counter() - started, 3)}
     return out, kernel.observer.proof(batch), timings
 
@@ -430,7 +456,7 @@ def run_cases(torch: Any, kernel: Kernel, request: dict[str, Any], index: dict[s
     for case in index["cases"]:
         logits_bytes, p_bytes = read_case(base, case)
         out_bytes, record = run_case(torch, kernel, case, logits_bytes, p_bytes,
-                                     int(request["repeats"]))
+                                     int(request["repeats"]), read_k(base, case))
         (out_dir / record["output"]).write_bytes(out_bytes)
         records.append(record)
     return records
