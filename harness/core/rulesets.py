@@ -21,6 +21,11 @@ Rule sets:
     oracle, the seed's rules on rows with top-p, the exact k-prefix on top-k-only rows,
     forced rows held to the count envelope on every path, kept-value integrity, and the
     probability mass of every difference as a diagnostic.
+``support/v1``
+    sampling kernels (:mod:`harness.core.support_rules`): every token a side drew (the
+    finite positions of its output row) lies in the oracle's set plus the count envelope,
+    with the input's bits; a goodness-of-fit statistic of the recorded draw counts as a
+    diagnostic.
 
 Standard library only (trusted core).
 """
@@ -31,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import gate, serve_rules
+from . import gate, serve_rules, support_rules
 from .errors import InternalError, UnknownJudgementError
 from .oracle import OracleOutcome
 
@@ -55,6 +60,9 @@ class RowInput:
     logits_bytes: bytes
     side_bytes: Mapping[str, bytes | None]  # raw output row per side, None when unreadable
     fast: bool
+    # per side, the row's recorded draws ``[[token, count], ...]`` (sampling kernels'
+    # evidence; support/v1 reads them), absent for a side that records none
+    draws: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,11 @@ RULE_SETS: dict[str, RuleSet] = {
                                   "to the count envelope, kept-value integrity, mass diagnostics",
                                   serve_rules.STOP_REASONS, serve_rules.judge, needs_raw=True,
                                   top_k=True),
+    support_rules.SUPPORT_V1: RuleSet(support_rules.SUPPORT_V1,
+                                      "sampling kernels by the support of their draws: every "
+                                      "drawn token in the oracle's set plus the count envelope",
+                                      support_rules.STOP_REASONS, support_rules.judge,
+                                      needs_raw=True, top_k=True),
 }
 
 # Every stop reason any rule set can give (the receipt schema enumerates this set).
