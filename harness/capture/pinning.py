@@ -178,8 +178,9 @@ def pin(spec: str, out: Path, *, cache: Path | None = None,
     release's distribution, ``vllm-triton`` for vLLM and any path)."""
     release = _RELEASE.match(spec)
     if family is None:
-        family = (families.for_distribution(release["dist"]) if release else None) \
-            or families.DEFAULT
+        dist = release["dist"] if release else (
+            Path(spec).name.split("-", 1)[0] if spec.endswith(".whl") else None)
+        family = (families.for_distribution(dist) if dist else None) or families.DEFAULT
     kind = families.get(family)
     if os.path.lexists(out):
         raise UsageError(f"{out} already exists; a pin file is never overwritten")

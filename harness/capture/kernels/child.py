@@ -269,6 +269,8 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
     else:
         out, proof, timings = run_interpreter(kernel, host_logits, host_p, batch, host_k)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
+    # a sampling kernel's proof carries its per-row draws: they belong to the case record
+    draws = proof.pop("draws", None) if isinstance(proof, dict) else None
     kept = (out != float("-inf")).sum(dim=1).tolist()  # tokens not masked, per row
     record = {
         "id": case["id"],
@@ -280,6 +282,7 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
         "output": f"{case['id']}.out.f32",
         "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
+        **({"draws": draws} if draws is not None else {}),
         kernel.dispatch: proof,
         "timings": timings,
         "status": "ok" if proof["proven"] else f"{kernel.dispatch}_path_not_proven",
