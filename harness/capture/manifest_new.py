@@ -25,10 +25,12 @@ from typing import Any
 
 from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import UsageError
-from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, load_manifest
+from ..core.manifest import FROZEN_SUFFIX, SCHEMA_V2, SCHEMA_V3, load_manifest
 from ..core.names import SIDES, SINGLE, SPLIT
 from ..core.safeio import read_regular_file
+from ..core.serve_rules import SERVE_V1
 from ..core.terminal import printable
+from . import families
 from .pinfile import PinFile, load_pin_file
 from .sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
 
@@ -93,7 +95,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path) -> dic
         "tree_sha256": pin.data["tree_sha256"],
     }
     kernel: bytes | None = None
-    if spec.dispatch is None or spec.patch is not None:
+    if (spec.dispatch is None and pin.family == families.DEFAULT) or spec.patch is not None:
         side = pin.side("stock")
         try:
             tree = resolve_tree(side, cache=cache)
@@ -109,8 +111,20 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path) -> dic
             raise UsageError(f"cannot read patch {spec.patch}: {err.strerror or err}") from None
         kernel = apply_patch(kernel, patch_bytes, str(pin.data["kernel_path"]))
         entry["patch"] = {"sha256": sha256_hex(patch_bytes), "kernel_sha256": sha256_hex(kernel)}
-    entry["dispatch"] = spec.dispatch or detect_dispatch(kernel or b"")
+    family = families.get(pin.family)
+    if pin.family == families.DEFAULT:
+        entry["dispatch"] = spec.dispatch or detect_dispatch(kernel or b"")
+    else:  # another family: its own path names (a version 3 manifest)
+        entry["dispatch"] = spec.dispatch or family.default_dispatch
+    if entry["dispatch"] not in family.dispatch_paths:
+        raise UsageError(f"{spec.pin}: family {family.id} has no dispatch path "
+                         f"{entry['dispatch']!r} (paths: {', '.join(family.dispatch_paths)})")
+    entry["family"] = pin.family
     return entry
+
+
+def _what(entry: dict[str, Any]) -> str:
+    return "vLLM" if entry["family"] == families.DEFAULT else str(entry["family"])
 
 
 def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
@@ -130,12 +144,20 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         spec = sides[name]
         entries[name] = _side_entry(spec, load_pin_file(spec.pin), out.parent, root)
     described = ", ".join(
-        f"{name} vLLM {printable(entries[name]['version'])} ({entries[name]['dispatch']} path"
+        f"{name} {_what(entries[name])} {printable(entries[name]['version'])} "
+        f"({entries[name]['dispatch']} path"
         + (", patched" if "patch" in entries[name] else "") + ")" for name in SIDES)
+    # version 3 when a side is of another family than vLLM's Triton kernel or the matrix
+    # names its rule set; version 2 (byte for byte as before) otherwise
+    v3 = "rules" in matrix or any(e["family"] != families.DEFAULT for e in entries.values())
+    if not v3:
+        for entry in entries.values():
+            del entry["family"]
     document = {
-        "schema": SCHEMA_V2,
+        "schema": SCHEMA_V3 if v3 else SCHEMA_V2,
         "name": out.name[: -len(".json")],
         "description": f"{described}. {matrix['description']}",
+        **({"rules": matrix.get("rules", SERVE_V1)} if v3 else {}),
         "sources": {"sides": entries},
         "backend": matrix["backend"],
         "limits": matrix["limits"],

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..core.errors import EXIT_OK, UsageError
-from ..core.names import DISPATCH_PATHS, SIDES
+from ..core.names import SIDES
 from ..core.terminal import printable
 
 
@@ -34,9 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     new.add_argument("--on", choices=SIDES, default=None,
                      help="the side --patch applies to (required with --patch)")
     new.add_argument("--matrix", required=True, metavar="NAME|FILE")
-    new.add_argument("--stock-path", choices=DISPATCH_PATHS, default=None,
-                     help="the stock side's dispatch path (default: from its kernel)")
-    new.add_argument("--patched-path", choices=DISPATCH_PATHS, default=None,
+    new.add_argument("--stock-path", default=None, metavar="PATH",
+                     help="the stock side's dispatch path, one of its family's (default: "
+                     "from its kernel, or the family's default)")
+    new.add_argument("--patched-path", default=None, metavar="PATH",
                      help="the patched side's dispatch path (default: from its kernel)")
     new.add_argument("--cache", type=Path, default=None, metavar="DIR",
                      help="wheel and tree cache (default: $TOPP_GATE_CACHE or "
