@@ -70,3 +70,77 @@ def test_the_interpreter_has_no_flashinfer_path():
         family.prepare(None, "top-p-sampling", "interpreter")
     assert json.loads(COMMITTED.read_text())["origin"]["wheel_sha256"] == (
         "bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49")
+
+
+def test_the_child_imports_flashinfer_sampling_without_its_package_init(pinned, tmp_path):
+    """Needs apache-tvm-ffi (for this Python) and nvidia-ml-py importable; no GPU."""
+    pytest.importorskip("tvm_ffi")
+    pytest.importorskip("pynvml")
+    import shutil
+    import sys
+
+    tree = tmp_path / "copy"
+    shutil.copytree(sources.resolve_tree(pinned.side("stock"), cache=sources.cache_root()),
+                    tree)
+    family = families.get("flashinfer")
+    sys.path.insert(0, str(tree))
+    try:
+        module = family.import_kernel(tree)
+        assert Path(module.__file__) == tree / "flashinfer/sampling.py"
+        info = family.package_info(module, [n for n in sys.modules
+                                            if n.startswith("flashinfer")])
+        assert info["flashinfer_version"] == "0.7.2.post1"
+        assert info["flashinfer_modules_loaded"] == 17 and "flashinfer" in info["bare_packages"]
+        for entry in ("top_p_renorm_probs", "top_k_renorm_probs", "top_k_mask_logits",
+                      "top_p_sampling_from_probs", "top_k_top_p_sampling_from_logits"):
+            assert callable(getattr(module, entry))
+    finally:
+        sys.path.remove(str(tree))
+        for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+            del sys.modules[name]
+
+
+class _StandIn:
+    """FlashInfer's five entries' contracts in plain torch, on CPU: only to exercise the
+    family's glue (inputs as vLLM gives them, draws per row, the output rows), never judged
+    as FlashInfer."""
+
+    @staticmethod
+    def top_p_sampling_from_probs(probs, top_p, indices=None, deterministic=True, seed=None,
+                                  offset=None):
+        import torch
+
+        assert top_p.shape == indices.shape and deterministic
+        g = torch.Generator().manual_seed(seed)
+        return torch.multinomial(probs[indices.long()], 1, generator=g).view(-1).to(
+            indices.dtype)
+
+    @staticmethod
+    def top_k_top_p_sampling_from_logits(logits, top_k, top_p, indices=None,
+                                         deterministic=True, seed=None, offset=None):
+        assert top_k.shape == top_p.shape == indices.shape
+        return _StandIn.top_p_sampling_from_probs(logits.softmax(-1), top_p, indices,
+                                                  deterministic, seed, offset)
+
+
+def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts():
+    import torch
+
+    from harness.capture.families.flashinfer import DRAWS, _Recording, EntryObserver
+
+    family = families.get("flashinfer")
+    logits = torch.tensor([[5.0, 4.0, -30.0, -30.0], [0.0, 0.0, 0.0, 0.0]])
+    p = torch.tensor([0.9, 0.9])
+    for path, entry in (("top-p-sampling", _StandIn.top_p_sampling_from_probs),
+                        ("top-k-top-p-sampling", _StandIn.top_k_top_p_sampling_from_logits)):
+        observer = _Recording(EntryObserver(entry, entry.__name__), family)
+        with observer:
+            out = family.call(_StandIn, path, "cuda", logits, None, p, 1)
+        proof = observer.proof(2)
+        assert proof["proven"] and proof["seed"] == 20261201
+        draws = proof["draws"]
+        assert [sum(c for _, c in row) for row in draws] == [DRAWS, DRAWS]
+        for row, counts in enumerate(draws):
+            drawn = {t for t, _ in counts}
+            assert {i for i in range(4) if out[row, i] != float("-inf")} == drawn
+            assert all(out[row, i] == logits[row, i] for i in drawn)

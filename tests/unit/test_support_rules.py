@@ -197,3 +197,19 @@ def test_case_draws_reads_only_sides_that_record_them():
     assert case_draws(evidence, "a") == {"patched": [[[1, 2]]]}
     assert case_draws(evidence, "b") is None
     assert case_draws({"stock": None, "patched": "x"}, "a") is None
+
+
+def test_the_judge_passes_each_sides_recorded_draws_to_the_rule_set():
+    from harness.core.judge import CaseBytes, RowSpec, judge_cases
+
+    rows = [ROW, list(reversed(ROW))]
+    p = struct.pack("<2f", 0.9, 0.9)
+    drawn = [{0}, {7}]
+    out = b"".join(_f32(_output(r, d)) for r, d in zip(rows, drawn, strict=True))
+    case = CaseBytes("c", len(ROW), [RowSpec("ordinary"), RowSpec("ordinary")],
+                     b"".join(_f32(r) for r in rows), p, out, out, False,
+                     draws={"patched": [[[0, 64]], [[7, 60], [6, 4]]]})
+    results = judge_cases([case], rules="support/v1")
+    assert results[0]["stops"] == [] and results[0]["diagnostics"]["patched_drawn"] == 1
+    assert results[1]["stops"] == ["draw_evidence_mismatch"]  # 6 is not in the output
+    assert "stock_gof" not in results[0]["diagnostics"]

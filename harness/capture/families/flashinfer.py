@@ -26,8 +26,9 @@ samplers):
 * ``top-p-sampling`` (``top_p_sampling_from_probs(probs, p, indices, deterministic=True,
   seed, offset)``) and ``top-k-top-p-sampling`` (``top_k_top_p_sampling_from_logits(logits,
   k, p, indices, deterministic=True, seed, offset)``): :data:`DRAWS` draws per row in one
-  call (``indices`` repeats each row), with the fixed :data:`SEED` and offset 0; kept = the
-  tokens drawn; the per-row counts are recorded in the case's evidence (``draws``).
+  call (``indices`` repeats the batch, and with it each row's k and p), with the fixed
+  :data:`SEED` and offset 0; kept = the tokens drawn; the per-row counts are recorded in
+  the case's evidence (``draws``).
 
 ``probs`` is ``logits.softmax(dim=-1, dtype=torch.float32)`` computed in the child on the
 device, exactly as vLLM's ``flashinfer_sample`` computes it right before the call; its sha256
@@ -131,13 +132,16 @@ class FlashInfer(Family):
             r"flashinfer_python-[^/]+\.dist-info/METADATA", n))
 
     def import_kernel(self, tree: Path) -> Any:
-        """Bare package modules for every folder of the copy's ``flashinfer`` (no
-        ``__init__.py`` runs), then ``import flashinfer.sampling``."""
+        """Bare package modules for every folder of the copy's ``flashinfer`` that holds a
+        module (no ``__init__.py`` runs), then ``import flashinfer.sampling``."""
         import importlib
 
         root = tree / self.package
+        folders = {root}
+        for source in root.rglob("*.py"):  # every folder holding a module, and its parents
+            folders.update(p for p in source.parents if p.is_relative_to(root))
         bare = []
-        for folder in sorted([root, *(p for p in root.rglob("*") if p.is_dir())]):
+        for folder in sorted(folders):
             name = ".".join(folder.relative_to(tree).parts)
             module = types.ModuleType(name, "topp-gate: bare package (no __init__ run)")
             module.__path__ = [str(folder)]  # type: ignore[attr-defined]
@@ -190,12 +194,15 @@ class FlashInfer(Family):
         elif dispatch == TOP_K_MASK:
             kept = torch.isfinite(fn(logits, k))
         else:
+            # output i draws from row indices[i]; its top-k and top-p are per output
             indices = torch.arange(batch, device=logits.device, dtype=torch.int32).repeat(DRAWS)
+            p_out, k_out = p.repeat(DRAWS), k.repeat(DRAWS)
             if dispatch == TOP_P_SAMPLING:
-                drawn = fn(probs, p, indices=indices, deterministic=True, seed=SEED, offset=0)
-            else:
-                drawn = fn(logits, k, p, indices=indices, deterministic=True, seed=SEED,
+                drawn = fn(probs, p_out, indices=indices, deterministic=True, seed=SEED,
                            offset=0)
+            else:
+                drawn = fn(logits, k_out, p_out, indices=indices, deterministic=True,
+                           seed=SEED, offset=0)
             drawn = drawn.view(DRAWS, batch).to(torch.int64)
             self._draws = _count_draws(drawn.cpu(), batch)
             kept = torch.zeros_like(logits, dtype=torch.bool)
