@@ -126,7 +126,7 @@ class _StandIn:
 def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts():
     import torch
 
-    from harness.capture.families.flashinfer import DRAWS, _Recording, EntryObserver
+    from harness.capture.families.flashinfer import DRAWS, EntryObserver, _Recording
 
     family = families.get("flashinfer")
     logits = torch.tensor([[5.0, 4.0, -30.0, -30.0], [0.0, 0.0, 0.0, 0.0]])
