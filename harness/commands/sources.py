@@ -161,6 +161,7 @@ def _export_pins(pin_paths: list[Path], cache: Path, dest: Path) -> int:
             sources.fetch_wheel(side, cache)
         tree = sources.resolve_tree(side, cache=cache)
         (written,) = sources.export_trees((side,), {side.name: tree}, dest)
-        print(f"{printable(path)}: vLLM {printable(side.version)}: {len(side.files)} files "
+        what = "vLLM" if side.family == "vllm-triton" else side.family
+        print(f"{printable(path)}: {what} {printable(side.version)}: {len(side.files)} files "
               f"verified in {printable(written)}")
     return EXIT_OK

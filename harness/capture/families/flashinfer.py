@@ -118,6 +118,9 @@ class FlashInfer(Family):
     closure_roots = ("flashinfer.sampling",)
     dispatch_paths = tuple(ENTRIES)
     default_dispatch = TOP_P_SAMPLING
+    # set in the kernel child by the call just made (read by its observer's proof)
+    _draws: list[list[list[int]]] | None = None
+    _probs_sha256: str | None = None
 
     def closure(self, names: Collection[str], read: Callable[[str], bytes]) -> Any:
         from ..closure import Closure, closure
@@ -144,7 +147,7 @@ class FlashInfer(Family):
         for folder in sorted(folders):
             name = ".".join(folder.relative_to(tree).parts)
             module = types.ModuleType(name, "topp-gate: bare package (no __init__ run)")
-            module.__path__ = [str(folder)]  # type: ignore[attr-defined]
+            module.__path__ = [str(folder)]
             module.__topp_gate_placeholder__ = True  # type: ignore[attr-defined]
             sys.modules[name] = module
             bare.append(name)

@@ -78,8 +78,8 @@ def load_functions(path: Path, module_name: str, functions: Collection[str],
     missing = [name for name in functions if name not in defs]
     if missing:
         raise AttributeError(f"{path.name} defines no {', '.join(missing)}")
-    chosen = [defs[name] for name in functions]
-    if any(node.decorator_list for node in chosen):
+    chosen: list[ast.stmt] = [defs[name] for name in functions]
+    if any(defs[name].decorator_list for name in functions):
         raise KernelChildError(f"{path.name}: a decorated definition cannot be loaded alone")
     code = compile(ast.Module(body=chosen, type_ignores=[]), str(path), "exec",
                    dont_inherit=True)
