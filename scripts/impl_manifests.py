@@ -3,7 +3,7 @@
 the same captured inputs.
 
     .venv/bin/python scripts/impl_manifests.py [--out-dir evidence/manifests/impls]
-        [--cases FILE]
+        [--cases FILE] [--pr-matrix harness/data/matrices/pr-cuda.json]
 
 One manifest per FlashInfer 0.7.2.post1 path (``evidence/pins/flashinfer-0.7.2.post1.json``
 on both sides: the release judged against the oracle; a pull request's wheel pinned as the
@@ -90,17 +90,42 @@ def matrix(workload: str, rules: str, cases: dict[str, list[dict[str, object]]])
             "limits": LIMITS, "cases": chosen}
 
 
+# The top-p-only paths on the Triton pull-request matrix (issue 20's pr-cuda): the same
+# captured inputs as the Triton bundles of that matrix, so the table sets them side by side.
+PR_RUNS = [
+    ("h200-pr-cuda-flashinfer-0.7.2.post1-top-p-renorm", FLASHINFER, "top-p-renorm",
+     "serve/v1"),
+    ("h200-pr-cuda-flashinfer-0.7.2.post1-top-p-sampling", FLASHINFER, "top-p-sampling",
+     "support/v1"),
+    ("h200-pr-cuda-vllm-pytorch-0.33.0-sort", PYTORCH, "sort", "serve/v1"),
+]
+
+
+def pr_matrix(source: dict, rules: str) -> dict:
+    return {**source, "rules": rules,
+            "description": f"Issue 21 on the H200: the cases of the pr-cuda matrix (issue 20), "
+                           f"judged by {rules}. {source['description']}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", type=Path, default=ROOT / "evidence/manifests/impls")
     parser.add_argument("--cases", type=Path, default=None)
+    parser.add_argument("--pr-matrix", type=Path, default=None,
+                        help="also write the top-p paths on this matrix (pr-cuda.json)")
     args = parser.parse_args(argv)
     cases = CASES if args.cases is None else json.loads(args.cases.read_text("utf-8"))
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    runs = [(name, pin, path, matrix(workload, rules, cases))
+            for name, pin, path, workload, rules in RUNS]
+    if args.pr_matrix is not None:
+        source = json.loads(args.pr_matrix.read_text("utf-8"))
+        runs = [(name, pin, path, pr_matrix(source, rules))
+                for name, pin, path, rules in PR_RUNS]
     with tempfile.TemporaryDirectory() as tmp:
-        for name, pin, path, workload, rules in RUNS:
+        for name, pin, path, document in runs:
             spec = Path(tmp) / f"{name}.matrix.json"
-            spec.write_text(json.dumps(matrix(workload, rules, cases)), encoding="utf-8")
+            spec.write_text(json.dumps(document), encoding="utf-8")
             side = SideSpec(pin, path)
             out = new_manifest({"stock": side, "patched": side}, str(spec),
                                args.out_dir / f"{name}.json")
