@@ -123,3 +123,43 @@ def test_loading_refuses_a_definition_that_reads_another_global(tmp_path):
     source.write_text("def apply_top_k_only(logits, k):\n    return logits\n")
     with pytest.raises(AttributeError, match="apply_top_k_top_p_pytorch"):
         load_functions(source, "m", FUNCTIONS, {"torch": torch})
+
+
+def test_a_whole_gate_of_its_top_k_and_top_p_rows_runs_signs_and_verifies(pinned, tmp_path,
+                                                                          signing_key):
+    """``manifest new`` (version 3, serve/v1) -> ``run`` on the CPU -> ``verify``, with rows
+    that have top-k only, top-k and top-p, and top-p only."""
+    from harness.capture.manifest_new import SideSpec, new_manifest
+    from harness.cli import main
+
+    pin_file, _ = pinned
+    pin_path = tmp_path / "pins" / "vllm-pytorch-0.33.0.json"
+    pin_path.parent.mkdir()
+    pin_path.write_bytes(pin_file.raw)
+    matrix = {
+        "schema": "topp-gate/matrix/v1", "rules": "serve/v1",
+        "description": "vllm-pytorch on CPU: bf16 rows with top-k, top-k then top-p, top-p.",
+        "backend": {"required": "interpreter", "interpreter_sm_count": 4},
+        "limits": {"max_vocab": 1024, "max_batch": 8, "child_timeout_s": 300,
+                   "run_timeout_s": 600, "max_bundle_bytes": 1 << 22},
+        "cases": [{"id": "traffic-bf16-v1024", "kind": "traffic", "vocab": 1024, "batch": 6,
+                   "seed": 5, "rows": {"round": "bf16", "scale": "2"},
+                   "sampling": [{"k": 20}, {"k": 50, "p": "0.8"}, {"p": "0.9"}]}],
+    }
+    (tmp_path / "m.json").write_text(json.dumps(matrix))
+    side = SideSpec(pin_path, "sort")
+    manifest = new_manifest({"stock": side, "patched": side}, str(tmp_path / "m.json"),
+                            tmp_path / "gate" / "pytorch-cpu.json")
+    key = signing_key
+    out = tmp_path / "bundle"
+    code = main(["run", "--manifest", str(manifest), "--out", str(out), "--key", str(key)])
+    assert code in (0, 1) and (out / "receipt.dsse.json").is_file()
+    rows = json.loads((out / "results/rows.json").read_text())
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    assert len(rows) == 6 and {r.get("k") for r in rows} == {20, 50, None}
+    receipt = json.loads((out / "receipt.json").read_text())
+    assert all(c["paths"] == {"stock": "sort", "patched": "sort"}
+               for c in receipt["predicate"]["cases"])
+    pub = ROOT / "tests/assets/keys/test-only-signing.pub"
+    assert main(["verify", str(out), "--pubkey", str(pub), "--frozen-manifest",
+                 str(manifest)]) == code

@@ -2,11 +2,13 @@
 
 A *family* owns everything that is specific to one kernel implementation:
 
-* what to pin: the package of its tree (``vllm``), its kernel file (``kernel_path``), the
-  roots of its import closure, which compiled extensions become placeholders, and any
-  extra files the import needs (vLLM reads its ``.dist-info``);
+* what to pin: the package of its tree (``vllm``), its pip distribution
+  (``distribution``: ``sources pin NAME==X`` picks the family by it), its kernel file
+  (``kernel_path``), the roots of its import closure or its own ``closure()`` (the files it
+  needs: FlashInfer adds the CUDA sources its JIT compiles), which compiled extensions become
+  placeholders, and any extra files the import needs (vLLM reads its ``.dist-info``);
 * how the kernel child imports it (``kernel_module``, from a private copy of the pinned
-  tree; :mod:`harness.capture.kernels.child` is generic);
+  tree, through ``import_kernel(tree)``; :mod:`harness.capture.kernels.child` is generic);
 * the one call it makes with ``(logits, k, p)`` (``k`` may be ``None``);
 * which dispatch paths it can take (``dispatch_paths``) and how each is proven by
   observation (``observer``): the proof is written into each case's record as
@@ -15,7 +17,9 @@ A *family* owns everything that is specific to one kernel implementation:
 
 The table maps a family id (``^[a-z][a-z0-9-]{0,31}$``, the ``family`` field of a pin file
 and of a manifest side; absent means :data:`DEFAULT`) to its :class:`Family`. vLLM's Triton
-top-k/top-p (:mod:`.vllm_triton`, id ``vllm-triton``) is built in. A family defined
+top-k/top-p (:mod:`.vllm_triton`, id ``vllm-triton``), its PyTorch sort path
+(:mod:`.vllm_pytorch`, ``vllm-pytorch``) and FlashInfer's sampling kernels
+(:mod:`.flashinfer`, ``flashinfer``) are built in. A family defined
 elsewhere (a test-only one, a new backend under development) is added from outside the
 package with :func:`register`::
 

@@ -19,13 +19,18 @@ child:
    from the fresh prefix (``sys.pycache_prefix``, set by ``PYTHONPYCACHEPREFIX``), puts the
    copy first on ``sys.path`` and installs empty placeholder modules for exactly the
    compiled extensions listed in the request;
-2. imports the family's kernel module unmodified, checks that every module of the family's
+2. imports the family's kernel module unmodified (``family.import_kernel``: by default
+   ``importlib.import_module``; ``vllm-pytorch`` loads two functions of its file, ``flashinfer``
+   imports through bare packages, each recorded in the evidence), checks that every module of the family's
    package came from the copy (``__file__``) and none from bytecode outside the fresh prefix
    (``__cached__``), and hashes the files of the copy it imported from (``kernel_sha256``,
    ``tree_sha256``: the bytes imported);
-3. for each case reads the raw little-endian float32 logits and p, hashes exactly the bytes
-   it read, calls the family's entry while the family's observer of the declared path
-   watches (no change to the module); a case without that proof fails;
+3. for each case reads the raw little-endian float32 logits and p (and a version 3 case's
+   int32 top-k), hashes exactly the bytes it read (``k_sha256`` too), calls the family's
+   entry with ``(logits, k, p)`` while the family's observer of the declared path watches
+   (no change to the module); ``k`` is None when every row's k is at least the vocabulary,
+   as vLLM's sampler passes it; a case without that proof fails; a sampling family's proof
+   may carry the per-row ``draws``, which go into the case's record;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
 The request's ``dispatch`` names the path to prove (default: the family's). The proof is
