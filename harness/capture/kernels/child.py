@@ -23,8 +23,8 @@ child:
    ``importlib.import_module``; ``vllm-pytorch`` loads two functions of its file and
    ``flashinfer`` imports through bare packages, each recorded in the evidence), checks
    that every module of the family's package came from the copy (``__file__``) and none
-   from bytecode outside the fresh prefix (``__cached__``), and hashes the files of the copy it imported from (``kernel_sha256``,
-   ``tree_sha256``: the bytes imported);
+   from bytecode outside the fresh prefix (``__cached__``), and hashes the files of the
+   copy it imported from (``kernel_sha256``, ``tree_sha256``: the bytes imported);
 3. for each case reads the raw little-endian float32 logits and p (and a version 3 case's
    int32 top-k), hashes exactly the bytes it read (``k_sha256`` too), calls the family's
    entry with ``(logits, k, p)`` while the family's observer of the declared path watches
