@@ -130,8 +130,14 @@ def _imports_of(path: str, source: bytes, module: str, is_package: bool) -> list
 
 
 def closure(names: Collection[str], read: Callable[[str], bytes], *,
-            roots: Collection[str] = ROOTS, package: str = "vllm") -> Closure:
-    """The import closure of ``roots`` (a family's) within ``package`` in the file set."""
+            roots: Collection[str] = ROOTS, package: str = "vllm",
+            bare: bool = False) -> Closure:
+    """The import closure of ``roots`` (a family's) within ``package`` in the file set.
+
+    ``bare``: no package ``__init__.py`` is part of the closure or followed (the kernel
+    child gives each package of the tree a bare module whose ``__path__`` is its folder,
+    so ``import package.module`` runs that module and what it imports, not the whole
+    package's ``__init__``; FlashInfer's imports far more than its sampling module)."""
     names = set(names)
     compiled = compiled_modules(names, read, package)
     files: set[str] = set()
@@ -149,6 +155,8 @@ def closure(names: Collection[str], read: Callable[[str], bytes], *,
             continue
         base = module.replace(".", "/")
         if f"{base}/__init__.py" in names:
+            if bare:
+                continue  # a bare package: its folder only
             path, is_package = f"{base}/__init__.py", True
         elif f"{base}.py" in names:
             path, is_package = f"{base}.py", False

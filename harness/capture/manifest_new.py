@@ -151,7 +151,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
         "tree_sha256": pin.data["tree_sha256"],
     }
     kernel: bytes | None = None
-    if spec.dispatch is None or spec.patch is not None:
+    if (spec.dispatch is None and pin.family == families.DEFAULT) or spec.patch is not None:
         side = pin.side("stock")
         try:
             tree = resolve_tree(side, cache=cache)
@@ -170,6 +170,10 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
     entry["dispatch"] = spec.dispatch or family.guess_dispatch(kernel or b"")
     entry["family"] = family.id
     return entry, (kernel if spec.dispatch is None else None)
+
+
+def _what(entry: dict[str, Any]) -> str:
+    return "vLLM" if entry["family"] == families.DEFAULT else str(entry["family"])
 
 
 def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
@@ -200,7 +204,8 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
             case_paths(cases, name, families.get(entries[name]["family"]), kernel,
                        entries[name]["dispatch"])
     described = ", ".join(
-        f"{name} vLLM {printable(entries[name]['version'])} ({entries[name]['dispatch']} path"
+        f"{name} {_what(entries[name])} {printable(entries[name]['version'])} "
+        f"({entries[name]['dispatch']} path"
         + (", patched" if "patch" in entries[name] else "") + ")" for name in SIDES)
     document = {
         "schema": SCHEMA_V3,

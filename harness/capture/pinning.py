@@ -33,11 +33,11 @@ from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import SourcesError, UsageError
 from ..core.terminal import printable
 from . import families, safegit
-from .closure import closure
 from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
 from .sources import cache_root, write_tree
 
-_RELEASE = re.compile(r"^vllm==(\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)?)$")
+_RELEASE = re.compile(r"^(?P<dist>[A-Za-z][A-Za-z0-9_.-]*)=="
+                      r"(?P<version>\d+(?:\.\d+)*(?:(?:a|b|rc|\.post|\.dev)\d+)*)$")
 _VERSION_PY = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""",
                          re.MULTILINE)
 # The manylinux tags vLLM's x86_64 wheels have used (pip picks the release's one).
@@ -61,25 +61,27 @@ class PinResult:
     placeholders: tuple[str, ...]
     third_party: tuple[str, ...]
     tree: Path
+    family: str = families.DEFAULT
 
 
 # --- SPEC -> a file set ------------------------------------------------------------------------
 
 
-def download_release(version: str, cache: Path) -> Path:
-    """pip-download ``vllm==version`` (one wheel, no dependencies) into the cache."""
+def download_release(version: str, cache: Path, distribution: str = "vllm") -> Path:
+    """pip-download ``distribution==version`` (one wheel, no dependencies) into the cache."""
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pin-download-", dir=cache) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                "--dest", tmp, "--disable-pip-version-check", "--quiet"]
         for platform in _PLATFORMS:
             cmd += ["--platform", platform]
-        cmd.append(f"vllm=={version}")
+        cmd.append(f"{distribution}=={version}")
         proc = subprocess.run(cmd, stdout=sys.stderr, check=False)
-        wheels = sorted(Path(tmp).glob("vllm-*.whl"))
+        wheels = sorted(Path(tmp).glob(f"{_wheel_stem(distribution)}-*.whl"))
         if proc.returncode != 0 or len(wheels) != 1:
-            raise SourcesError(f"pip could not download the vLLM {printable(version)} wheel "
-                               f"(exit {proc.returncode}); check the version and the network")
+            raise SourcesError(f"pip could not download the {printable(distribution)} "
+                               f"{printable(version)} wheel (exit {proc.returncode}); check "
+                               "the version and the network")
         return keep_wheel(wheels[0], cache, move=True)
 
 
@@ -99,10 +101,15 @@ def keep_wheel(wheel: Path, cache: Path, *, move: bool = False) -> Path:
     return final
 
 
-def wheel_version(name: str) -> str:
+def _wheel_stem(distribution: str) -> str:
+    """A distribution's name as its wheel files spell it (``flashinfer_python``)."""
+    return re.sub(r"[-_.]+", "_", distribution).lower()
+
+
+def wheel_version(name: str, distribution: str = "vllm") -> str:
     parts = name[: -len(".whl")].split("-")
-    if len(parts) < 5 or parts[0] != "vllm":
-        raise UsageError(f"{name!r} is not a vLLM wheel file name")
+    if len(parts) < 5 or parts[0].lower() != _wheel_stem(distribution):
+        raise UsageError(f"{name!r} is not a {distribution} wheel file name")
     return parts[1]
 
 
@@ -158,26 +165,33 @@ def pin_files(fileset: FileSet, version: str, family: families.Family | None = N
     if family.kernel_path not in fileset.names:
         raise SourcesError(f"vLLM {printable(version)} does not ship {family.kernel_path}; "
                            "nothing to pin")
-    found = closure(fileset.names, fileset.read, roots=family.closure_roots,
-                    package=family.package)
+    found = family.closure(fileset.names, fileset.read)
     paths = set(found.files) | set(family.extra_files(fileset.names))
     files = {path: sha256_hex(fileset.read(path)) for path in sorted(paths)}
     return files, sorted(found.placeholders), sorted(found.third_party)
 
 
 def pin(spec: str, out: Path, *, cache: Path | None = None,
-        family: str = families.DEFAULT) -> PinResult:
+        family: str | None = None) -> PinResult:
     """Write the pin file for ``spec`` to ``out`` (never overwrites) and cache its tree;
-    ``family`` names the kernel family whose closure is pinned."""
+    ``family`` names the kernel family whose closure is pinned (None: the family of the
+    release's distribution, ``vllm-triton`` for vLLM and any path)."""
+    release = _RELEASE.match(spec)
+    if family is None:
+        dist = release["dist"] if release else (
+            Path(spec).name.split("-", 1)[0] if spec.endswith(".whl") else None)
+        family = (families.for_distribution(dist) if dist else None) or families.DEFAULT
     kind = families.get(family)
     if os.path.lexists(out):
         raise UsageError(f"{out} already exists; a pin file is never overwritten")
+    if release and _wheel_stem(release["dist"]) != _wheel_stem(kind.distribution):
+        raise UsageError(f"family {kind.id} pins {kind.distribution}, not "
+                         f"{printable(release['dist'])}")
     root = cache_root(cache)
-    release = _RELEASE.match(spec)
     archive: zipfile.ZipFile | None = None
     try:
         if release:
-            wheel = download_release(release.group(1), root)
+            wheel = download_release(release["version"], root, kind.distribution)
         elif spec.endswith(".whl"):
             if not Path(spec).is_file():
                 raise UsageError(f"wheel {spec} does not exist")
@@ -193,7 +207,7 @@ def pin(spec: str, out: Path, *, cache: Path | None = None,
             except (zipfile.BadZipFile, OSError) as err:
                 raise SourcesError(f"{wheel}: not a readable wheel ({err})") from None
             fileset = FileSet(set(archive.namelist()), archive.read)
-            version = wheel_version(wheel.name)
+            version = wheel_version(wheel.name, kind.distribution)
             origin: dict[str, Any] = {"kind": WHEEL, "wheel": wheel.name,
                                       "wheel_sha256": sha256_file(wheel)}
         else:
@@ -215,4 +229,5 @@ def pin(spec: str, out: Path, *, cache: Path | None = None,
     tmp.write_bytes(raw)
     os.replace(tmp, out)
     return PinResult(path=out, version=version, files=len(files),
-                     placeholders=tuple(placeholders), third_party=tuple(third), tree=tree_path)
+                     placeholders=tuple(placeholders), third_party=tuple(third), tree=tree_path,
+                     family=kind.id)

@@ -43,6 +43,7 @@ from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_by_case, recorde
 from ..core.oracle import numpy_available
 from ..core.report import DEFAULT_REPORT
 from ..core.rulesets import rule_set
+from ..core.support_rules import case_draws
 from ..core.terminal import printable
 from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
@@ -457,7 +458,8 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
             logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
             split_path[case.id],
             split_sides=(tuple(paths[case.id][n] == SPLIT for n in SIDES)  # type: ignore[arg-type]
-                         if manifest.pinned_by_file else None), k=k))
+                         if manifest.pinned_by_file else None), k=k,
+            draws=case_draws({n: results[n].evidence for n in SIDES}, case.id)))
     return CollectedOutputs(inputs, outputs, split_path, paths, case_bytes,
                             _split_path_failed(results, dispatch))
 

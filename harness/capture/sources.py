@@ -355,7 +355,8 @@ def fetch_wheel(side: Side, cache: Path, *, find_links: str | None = None,
     dest.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="download-", dir=cache) as tmp:
         req = Path(tmp) / "requirements.txt"
-        req.write_text(f"vllm=={side.version} --hash=sha256:{side.wheel_sha256}\n")
+        distribution = side.wheel.split("-", 1)[0] or "vllm"  # its wheel's name, e.g. vllm
+        req.write_text(f"{distribution}=={side.version} --hash=sha256:{side.wheel_sha256}\n")
         cmd = [
             sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
             "--require-hashes", "--platform", _wheel_platform(side.wheel),

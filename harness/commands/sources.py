@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="export this pin file's tree instead of the default pins "
                         "(repeatable; a missing wheel is fetched and verified)")
     pin = actions.add_parser(
-        "pin", help="write a pin file for vllm==X.Y.Z, a local wheel or a source tree",
+        "pin", help="write a pin file for vllm==X.Y.Z (or flashinfer-python==X), a local "
+        "wheel or a source tree",
         description="Resolve SPEC (vllm==X.Y.Z with pip, no dependencies; a local .whl; or "
         "a local vLLM source tree, whose git commit and clean flag are recorded), find the "
         "kernel's import closure and the compiled extensions it imports, hash every file, "
@@ -45,9 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "overwritten). A SPEC without the kernel file exits 2.")
     pin.add_argument("spec", metavar="SPEC")
     pin.add_argument("--out", type=Path, required=True, metavar="PINFILE")
-    pin.add_argument("--family", default=None, metavar="ID",
-                     help="the kernel family whose kernel and import closure to pin "
-                     "(default: vllm-triton)")
+    pin.add_argument("--family", metavar="ID",
+                     help="the kernel family to pin (vllm-triton, vllm-pytorch, flashinfer; "
+                     "default: the family of the release's distribution, else vllm-triton)")
     pin.set_defaults(handler=run_pin)
     show = actions.add_parser("show", help="the pins and whether each tree is present "
                               "and verified")
@@ -62,12 +63,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run_pin(args: argparse.Namespace) -> int:
-    from ..capture import families
     from ..capture.pinning import pin
 
-    family = families.get(args.family).id  # an unknown id is usage (exit 2)
-    result = pin(args.spec, args.out, cache=args.cache, family=family)
-    print(f"vLLM {printable(result.version)}: {result.files} files, placeholders "
+    result = pin(args.spec, args.out, cache=args.cache, family=args.family)
+    what = "vLLM" if result.family == "vllm-triton" else result.family
+    print(f"{what} {printable(result.version)}: {result.files} files, placeholders "
           f"{', '.join(result.placeholders) or 'none'}; tree cached at {printable(result.tree)}",
           file=sys.stderr)
     print(f"third-party packages imported: {printable(', '.join(result.third_party))}",
@@ -159,6 +159,7 @@ def _export_pins(pin_paths: list[Path], cache: Path, dest: Path) -> int:
             sources.fetch_wheel(side, cache)
         tree = sources.resolve_tree(side, cache=cache)
         (written,) = sources.export_trees((side,), {side.name: tree}, dest)
-        print(f"{printable(path)}: vLLM {printable(side.version)}: {len(side.files)} files "
+        what = "vLLM" if side.family == "vllm-triton" else side.family
+        print(f"{printable(path)}: {what} {printable(side.version)}: {len(side.files)} files "
               f"verified in {printable(written)}")
     return EXIT_OK

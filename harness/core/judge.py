@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +47,8 @@ class CaseBytes:
     # (stock, patched): whether each side proved the split path; None: split_path for both
     split_sides: tuple[bool, bool] | None = None
     k: bytes | None = None  # per-row int32 top-k (version 3 cases), None before
+    # side -> per-row recorded draws (a sampling kernel's evidence ``draws``), or None
+    draws: Mapping[str, Sequence[Any]] | None = None
 
     @property
     def batch(self) -> int:
@@ -55,7 +57,7 @@ class CaseBytes:
 
 # One row's work item: plain data, so it can travel to a worker process.
 _Task = tuple[str, int, str, "int | None", bytes, float, "bytes | str", "bytes | str", bool,
-              "tuple[bool, bool] | None", bool, str, "int | None"]
+              "tuple[bool, bool] | None", bool, str, "int | None", "dict[str, Any] | None"]
 
 
 def _side_row(side: bytes | str, index: int, row_bytes: int) -> bytes | str:
@@ -94,6 +96,18 @@ def _ks(case: CaseBytes) -> list[int | None]:
             for k in struct.unpack(f"<{case.batch}i", case.k)]
 
 
+def _row_draws(case: CaseBytes, index: int) -> dict[str, Any] | None:
+    """Each recording side's draws for row ``index`` (a malformed record: an empty one,
+    which matches no output)."""
+    if not case.draws:
+        return None
+    out: dict[str, Any] = {}
+    for side, per_row in case.draws.items():
+        rows = per_row if isinstance(per_row, list | tuple) else []
+        out[side] = rows[index] if index < len(rows) else []
+    return out
+
+
 def _side_bytes(side: bytes | str, expected: int) -> bytes | str:
     """A side's whole output, or ``unreadable_output`` when its size is wrong."""
     if isinstance(side, str) or len(side) == expected:
@@ -119,7 +133,7 @@ def tasks(cases: Iterable[CaseBytes], *, fast: bool = False,
             yield (case.id, i, spec.judge, spec.forced_id,
                    case.logits[i * row_bytes : (i + 1) * row_bytes], ps[i],
                    _side_row(stock, i, row_bytes), _side_row(patched, i, row_bytes),
-                   case.split_path, case.split_sides, fast, rules, ks[i])
+                   case.split_path, case.split_sides, fast, rules, ks[i], _row_draws(case, i))
         del case, stock, patched  # not held while the next case is produced
 
 
@@ -144,7 +158,7 @@ def _decode_row(data: bytes, fast: bool, *, wide: bool) -> Any:
 def judge_task(task: _Task) -> dict[str, Any]:
     """Judge one row: decode bytes, run the oracle, apply the rule set the task names."""
     (case_id, index, kind, forced_id, logits_bytes, p32, stock, patched, split_path,
-     split_sides, fast, rules, k) = task
+     split_sides, fast, rules, k, draws) = task
     logits = _decode_row(logits_bytes, fast, wide=True)
     row = Row(case_id, index, kind, logits, p32, forced_id, k)
     judged_by = rule_set(rules)
@@ -157,7 +171,7 @@ def judge_task(task: _Task) -> dict[str, Any]:
             "patched": patched if isinstance(patched, bytes) else None}
            if judged_by.needs_raw else {})
     return judged_by.judge(RowInput(row, outcome, _output(stock, fast), _output(patched, fast),
-                                    split_path, split_sides, logits_bytes, raw, fast))
+                                    split_path, split_sides, logits_bytes, raw, fast, draws))
 
 
 

@@ -29,6 +29,11 @@ Rule sets:
     the change has one, or when the change's symmetric difference from the oracle is larger
     than the base's; rows the base already fails are the base's defects, counted in the
     verdict's ``base_defects`` (never a pass of the base, never hidden).
+``support/v1``
+    sampling kernels (:mod:`harness.core.support_rules`): every token a side drew (the
+    finite positions of its output row) lies in the oracle's set plus the count envelope,
+    with the input's bits; a goodness-of-fit statistic of the recorded draw counts as a
+    diagnostic.
 
 Standard library only (trusted core).
 """
@@ -39,7 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import gate, regression_rules, serve_rules
+from . import gate, regression_rules, serve_rules, support_rules
 from .errors import InternalError, UnknownJudgementError
 from .oracle import OracleOutcome
 
@@ -63,6 +68,9 @@ class RowInput:
     logits_bytes: bytes
     side_bytes: Mapping[str, bytes | None]  # raw output row per side, None when unreadable
     fast: bool
+    # per side, the row's recorded draws ``[[token, count], ...]`` (sampling kernels'
+    # evidence; support/v1 reads them), absent for a side that records none
+    draws: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +137,11 @@ RULE_SETS: dict[str, RuleSet] = {
         "growth stop; the base's own failures are reported as base defects",
         regression_rules.STOP_REASONS, regression_rules.judge, needs_raw=True, top_k=True,
         verdict_extra=regression_rules.verdict_extra),
+    support_rules.SUPPORT_V1: RuleSet(support_rules.SUPPORT_V1,
+                                      "sampling kernels by the support of their draws: every "
+                                      "drawn token in the oracle's set plus the count envelope",
+                                      support_rules.STOP_REASONS, support_rules.judge,
+                                      needs_raw=True, top_k=True),
 }
 
 # Every stop reason any rule set can give (the receipt schema enumerates this set).

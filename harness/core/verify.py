@@ -704,6 +704,7 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any], predicate: dict[st
     manifest entry fixes without a generator (:mod:`harness.core.input_bindings`)."""
     from .input_bindings import check_case_inputs
     from .judge import CaseBytes, RowSpec
+    from .support_rules import case_draws
 
     for case, entry, spec in zip(layout, predicate["cases"], manifest.cases, strict=True):
         logits = artifacts.decode(case.logits_path)
@@ -728,7 +729,8 @@ def _captured_cases(artifacts: _Artifacts, layout: list[Any], predicate: dict[st
             logits=logits, p=p, k=k, stock=sides["stock"], patched=sides["patched"],
             split_path=entry["split_path"],
             split_sides=(tuple(paths[side] == SPLIT for side in SIDES)  # type: ignore[arg-type]
-                         if "paths" in entry else None))
+                         if "paths" in entry else None),
+            draws=case_draws(predicate["kernel_path"], case.id))
         del logits, p, sides  # before the next case is decoded
 
 

@@ -2,11 +2,13 @@
 
 A *family* owns everything that is specific to one kernel implementation:
 
-* what to pin: the package of its tree (``vllm``), its kernel file (``kernel_path``), the
-  roots of its import closure, which compiled extensions become placeholders, and any
-  extra files the import needs (vLLM reads its ``.dist-info``);
+* what to pin: the package of its tree (``vllm``), its pip distribution
+  (``distribution``: ``sources pin NAME==X`` picks the family by it), its kernel file
+  (``kernel_path``), the roots of its import closure or its own ``closure()`` (the files it
+  needs: FlashInfer adds the CUDA sources its JIT compiles), which compiled extensions become
+  placeholders, and any extra files the import needs (vLLM reads its ``.dist-info``);
 * how the kernel child imports it (``kernel_module``, from a private copy of the pinned
-  tree; :mod:`harness.capture.kernels.child` is generic);
+  tree, through ``import_kernel(tree)``; :mod:`harness.capture.kernels.child` is generic);
 * the one call it makes with ``(logits, k, p)``: the kernel child passes them as vLLM's
   V2 sampler does, ``k`` None when no row has a top-k (every k is the vocabulary), ``p``
   None when no row has a top-p (every p is 1.0);
@@ -21,7 +23,9 @@ A *family* owns everything that is specific to one kernel implementation:
 
 The table maps a family id (``^[a-z][a-z0-9-]{0,31}$``, the ``family`` field of a pin file
 and of a manifest side; absent means :data:`DEFAULT`) to its :class:`Family`. vLLM's Triton
-top-k/top-p (:mod:`.vllm_triton`, id ``vllm-triton``) is built in. A family defined
+top-k/top-p (:mod:`.vllm_triton`, id ``vllm-triton``), its PyTorch sort path
+(:mod:`.vllm_pytorch`, ``vllm-pytorch``) and FlashInfer's sampling kernels
+(:mod:`.flashinfer`, ``flashinfer``) are built in. A family defined
 elsewhere (a test-only one, a new backend under development) is added from outside the
 package with :func:`register`::
 
@@ -46,7 +50,7 @@ Standard library only at import time.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,7 +59,11 @@ from ...core.errors import UsageError
 
 DEFAULT = "vllm-triton"
 FAMILY_ID = re.compile(r"[a-z][a-z0-9-]{0,31}")
-_BUILTIN = {DEFAULT: "harness.capture.families.vllm_triton"}
+_BUILTIN = {
+    DEFAULT: "harness.capture.families.vllm_triton",
+    "vllm-pytorch": "harness.capture.families.vllm_pytorch",
+    "flashinfer": "harness.capture.families.flashinfer",
+}
 
 
 class Observer(Protocol):
@@ -81,8 +89,16 @@ class Family:
     closure_roots: tuple[str, ...] = ()  # import-closure roots (kernel_module first)
     dispatch_paths: tuple[str, ...] = ()  # the paths a side of this family may declare
     default_dispatch: str = ""
+    distribution: str = "vllm"  # the pip name ``sources pin NAME==X`` downloads
 
     # --- pinning (parent side) ---
+
+    def closure(self, names: Collection[str], read: Callable[[str], bytes]) -> Any:
+        """The files the child imports (a :class:`harness.capture.closure.Closure`): by
+        default the static import closure of ``closure_roots`` within ``package``."""
+        from ..closure import closure
+
+        return closure(names, read, roots=self.closure_roots, package=self.package)
 
     def extra_files(self, names: Collection[str]) -> list[str]:
         """Files outside the import closure that the import still reads (metadata)."""
@@ -107,6 +123,13 @@ class Family:
         return None
 
     # --- the kernel child (may import torch; never called in the parent) ---
+
+    def import_kernel(self, tree: Path) -> Any:
+        """Import ``kernel_module`` from the private copy ``tree`` (first on ``sys.path``);
+        a family may import less than the whole package (it says so in its evidence)."""
+        import importlib
+
+        return importlib.import_module(self.kernel_module)
 
     def package_info(self, module: Any, loaded: list[str]) -> dict[str, Any]:
         """Evidence fields about the imported package (its version, modules loaded)."""
@@ -181,6 +204,15 @@ def entry(family_id: str) -> Entry:
 def get(family_id: str | None = None) -> Family:
     """The family ``family_id`` (``None``: the default, ``vllm-triton``)."""
     return entry(DEFAULT if family_id is None else family_id).family
+
+
+# pip distribution -> the family ``sources pin NAME==X`` pins unless told (--family)
+_DISTRIBUTIONS = {"vllm": DEFAULT, "flashinfer-python": "flashinfer"}
+
+
+def for_distribution(name: str) -> str | None:
+    """The default family of a pip distribution name (``vllm``, ``flashinfer-python``)."""
+    return _DISTRIBUTIONS.get(re.sub(r"[-_.]+", "-", name).lower())
 
 
 def of_side(entry_data: Any) -> str:

@@ -19,16 +19,19 @@ child:
    from the fresh prefix (``sys.pycache_prefix``, set by ``PYTHONPYCACHEPREFIX``), puts the
    copy first on ``sys.path`` and installs empty placeholder modules for exactly the
    compiled extensions listed in the request;
-2. imports the family's kernel module unmodified, checks that every module of the family's
-   package came from the copy (``__file__``) and none from bytecode outside the fresh prefix
-   (``__cached__``), and hashes the files of the copy it imported from (``kernel_sha256``,
-   ``tree_sha256``: the bytes imported);
+2. imports the family's kernel module unmodified (``family.import_kernel``: by default
+   ``importlib.import_module``; ``vllm-pytorch`` loads two functions of its file and
+   ``flashinfer`` imports through bare packages, each recorded in the evidence), checks
+   that every module of the family's package came from the copy (``__file__``) and none
+   from bytecode outside the fresh prefix (``__cached__``), and hashes the files of the
+   copy it imported from (``kernel_sha256``, ``tree_sha256``: the bytes imported);
 3. for each case reads the raw little-endian float32 logits and p, and the int32 top-k
    when the case has a ``k`` file, hashes exactly the bytes it read (``logits_sha256``,
    ``p_sha256``, ``k_sha256``), and calls the family's entry with ``(logits, k, p)`` as
    vLLM's V2 sampler passes them (``k`` None when every k is the vocabulary, ``p`` None
    when every p is 1.0: :func:`sampler_arguments`) while the family's observer of the
-   case's path watches (no change to the module); a case without that proof fails;
+   case's path watches (no change to the module); a case without that proof fails; a
+   sampling family's proof may carry the per-row ``draws``, which go into the case's record;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
 The request's ``dispatch`` names the path to prove (default: the family's), and its
@@ -166,7 +169,7 @@ def import_kernel(family: Any, tree: Path, prefix: Path, kernel_path: str,
     sys.path.insert(0, str(tree))
     installed = install_placeholders(family, placeholders)
     started = time.perf_counter()
-    module = importlib.import_module(family.kernel_module)
+    module = family.import_kernel(tree)
     import_s = time.perf_counter() - started
     kernel_file = Path(module.__file__ or "").resolve()
     if kernel_path != family.kernel_path or kernel_file != (tree / kernel_path).resolve():
@@ -289,6 +292,8 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
         out, proof, timings = run_interpreter(kernel, path, observer, host_logits, host_k,
                                               host_p, batch)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
+    # a sampling kernel's proof carries its per-row draws: they belong to the case record
+    draws = proof.pop("draws", None) if isinstance(proof, dict) else None
     kept = (out != float("-inf")).sum(dim=1).tolist()  # tokens not masked, per row
     record = {
         "id": case["id"],
@@ -302,6 +307,7 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
         "output": f"{case['id']}.out.f32",
         "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
+        **({"draws": draws} if draws is not None else {}),
         **({"dispatch": path} if path != kernel.dispatch else {}),
         **({"prepared": prepared} if prepared and path != kernel.dispatch else {}),
         path: proof,

@@ -1,0 +1,258 @@
+"""FlashInfer's sampling kernels (``flashinfer/sampling.py``): family ``flashinfer``.
+
+vLLM 0.33.0 samples with FlashInfer 0.7.2.post1 by default on CUDA
+(``top_p_sampling_from_probs`` for top-p only, ``top_k_top_p_sampling_from_logits`` for
+top-k and top-p); SGLang uses it too. ``sources pin flashinfer-python==0.7.2.post1`` pins it.
+
+What to pin (:meth:`FlashInfer.closure`): the import closure of ``flashinfer.sampling``
+with *bare packages* (no package ``__init__.py``: FlashInfer's own imports nearly all of the
+78 MB package; the child gives each package folder a bare module instead and records it),
+17 Python files for 0.7.2.post1, plus what its JIT compiles with nvcc: ``csrc/sampling.cu``,
+``renorm.cu``, ``flashinfer_sampling_binding.cu``, ``sampling_utils.h``,
+``tvm_ffi_utils.h``, all of ``data/include/`` and the bundled CCCL headers (``cub``,
+``libcudacxx/include``, ``thrust``), every file hashed; about 26 MB raw. The JIT also needs
+the separate ``apache-tvm-ffi`` wheel (not pinned here; the device script installs it) and
+the CUDA toolkit of the machine (nvcc, curand).
+
+Dispatch paths (one FlashInfer function each, called on CUDA tensors), and what a row of
+the child's output holds: the captured logit, bit for bit, at every token the function
+keeps or draws, -inf elsewhere; so the verifier judges every path from bytes, by the
+manifest's rule set (``serve/v1`` for the deterministic ones, ``support/v1`` for the
+samplers):
+
+* ``top-p-renorm`` (``top_p_renorm_probs(probs, p)``), ``top-k-renorm``
+  (``top_k_renorm_probs(probs, k)``): kept = output probability nonzero;
+* ``top-k-mask`` (``top_k_mask_logits(logits, k)``): kept = output finite;
+* ``top-p-sampling`` (``top_p_sampling_from_probs(probs, p, indices, deterministic=True,
+  seed, offset)``) and ``top-k-top-p-sampling`` (``top_k_top_p_sampling_from_logits(logits,
+  k, p, indices, deterministic=True, seed, offset)``): :data:`DRAWS` draws per row in one
+  call (``indices`` repeats the batch, and with it each row's k and p), with the fixed
+  :data:`SEED` and offset 0; kept = the tokens drawn; the per-row counts are recorded in
+  the case's evidence (``draws``).
+
+``probs`` is ``logits.softmax(dim=-1, dtype=torch.float32)`` computed in the child on the
+device, exactly as vLLM's ``flashinfer_sample`` computes it right before the call; its sha256
+is recorded per case (``probs_sha256``). The verifier binds it only as part of the signed
+evidence and does not recompute it (a torch op; the oracle runs on the captured logits).
+
+Each path is proven by observing code objects only: the FlashInfer entry ran exactly once.
+CUDA only (FlashInfer has no CPU path): the interpreter backend refuses every path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import types
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from ...core.errors import KernelChildError
+from . import Family, register
+
+TOP_P_RENORM = "top-p-renorm"
+TOP_K_RENORM = "top-k-renorm"
+TOP_K_MASK = "top-k-mask"
+TOP_P_SAMPLING = "top-p-sampling"
+TOP_K_TOP_P_SAMPLING = "top-k-top-p-sampling"
+ENTRIES = {
+    TOP_P_RENORM: "top_p_renorm_probs",
+    TOP_K_RENORM: "top_k_renorm_probs",
+    TOP_K_MASK: "top_k_mask_logits",
+    TOP_P_SAMPLING: "top_p_sampling_from_probs",
+    TOP_K_TOP_P_SAMPLING: "top_k_top_p_sampling_from_logits",
+}
+SAMPLING = (TOP_P_SAMPLING, TOP_K_TOP_P_SAMPLING)
+DRAWS = 64  # predeclared draws per row of a sampling path
+SEED = 20261201  # the fixed Philox seed of every sampling call (offset 0)
+
+CSRC = ("csrc/sampling.cu", "csrc/renorm.cu", "csrc/flashinfer_sampling_binding.cu",
+        "csrc/sampling_utils.h", "csrc/tvm_ffi_utils.h")
+HEADER_DIRS = ("include/", "cccl/cub/", "cccl/libcudacxx/include/", "cccl/thrust/")
+DATA = "flashinfer/data/"
+
+
+def jit_files(names: Collection[str]) -> set[str]:
+    """The CUDA sources and headers the sampling module's JIT build reads."""
+    found = {DATA + c for c in CSRC} & set(names)
+    found |= {n for n in names if any(n.startswith(DATA + d) for d in HEADER_DIRS)}
+    return found
+
+
+class EntryObserver:
+    """Counts starts of one FlashInfer entry's code object (``sys.setprofile``)."""
+
+    def __init__(self, entry: Callable[..., Any], name: str) -> None:
+        self.code = inspect.unwrap(entry).__code__
+        self.name = name
+        self.calls = 0
+
+    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is self.code:
+            self.calls += 1
+
+    def __enter__(self) -> EntryObserver:
+        self.calls = 0
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+    def proof(self, batch: int) -> dict[str, Any]:
+        problems = [] if self.calls == 1 else [f"{self.name} ran {self.calls} times"]
+        return {"entry_point": self.name, "observed_by": "sys.setprofile on code objects",
+                "entry_calls": self.calls, "proven": not problems, "problems": problems}
+
+
+class FlashInfer(Family):
+    """FlashInfer's top-k/top-p renorm, mask and sampling kernels (JIT-built with nvcc)."""
+
+    id = "flashinfer"
+    package = "flashinfer"
+    distribution = "flashinfer-python"
+    kernel_path = "flashinfer/sampling.py"
+    kernel_module = "flashinfer.sampling"
+    closure_roots = ("flashinfer.sampling",)
+    dispatch_paths = tuple(ENTRIES)
+    default_dispatch = TOP_P_SAMPLING
+    # set in the kernel child by the call just made (read by its observer's proof)
+    _draws: list[list[list[int]]] | None = None
+    _probs_sha256: str | None = None
+
+    def closure(self, names: Collection[str], read: Callable[[str], bytes]) -> Any:
+        from ..closure import Closure, closure
+
+        found = closure(names, read, roots=self.closure_roots, package=self.package,
+                        bare=True)
+        return Closure(found.files | frozenset(jit_files(names)), found.placeholders,
+                       found.third_party)
+
+    def extra_files(self, names: Collection[str]) -> list[str]:
+        return sorted(n for n in names if re.fullmatch(
+            r"flashinfer_python-[^/]+\.dist-info/METADATA", n))
+
+    def import_kernel(self, tree: Path) -> Any:
+        """Bare package modules for every folder of the copy's ``flashinfer`` that holds a
+        module (no ``__init__.py`` runs), then ``import flashinfer.sampling``."""
+        import importlib
+
+        root = tree / self.package
+        folders = {root}
+        for source in root.rglob("*.py"):  # every folder holding a module, and its parents
+            folders.update(p for p in source.parents if p.is_relative_to(root))
+        bare = []
+        for folder in sorted(folders):
+            name = ".".join(folder.relative_to(tree).parts)
+            module = types.ModuleType(name, "topp-gate: bare package (no __init__ run)")
+            module.__path__ = [str(folder)]
+            module.__topp_gate_placeholder__ = True  # type: ignore[attr-defined]
+            sys.modules[name] = module
+            bare.append(name)
+        self._bare = bare
+        self._tree = tree
+        return importlib.import_module(self.kernel_module)
+
+    def package_info(self, module: Any, loaded: list[str]) -> dict[str, Any]:
+        version = None
+        for metadata in sorted(self._tree.glob("flashinfer_python-*.dist-info/METADATA")):
+            match = re.search(r"^Version:\s*(\S+)", metadata.read_text("utf-8", "replace"),
+                              re.MULTILINE)
+            version = match.group(1) if match else None
+        tvm_ffi = sys.modules.get("tvm_ffi")
+        return {"flashinfer_version": version, "bare_packages": self._bare,
+                "flashinfer_modules_loaded": len(loaded) - len(self._bare),
+                "tvm_ffi_version": getattr(tvm_ffi, "__version__", None),
+                "draws_per_row": DRAWS, "seed": SEED}
+
+    def prepare(self, module: Any, dispatch: str, backend: str) -> dict[str, Any]:
+        if backend != "cuda":
+            raise KernelChildError("FlashInfer runs on CUDA only; the interpreter backend "
+                                   "has no FlashInfer path")
+        return {"flashinfer_entry": ENTRIES[dispatch]}
+
+    def observer(self, module: Any, dispatch: str, backend: str, num_sm: int) -> Any:
+        return _Recording(EntryObserver(getattr(module, ENTRIES[dispatch]), ENTRIES[dispatch]),
+                          self)
+
+    def call(self, module: Any, dispatch: str, backend: str, logits: Any, k: Any, p: Any,
+             num_sm: int) -> Any:
+        import torch
+
+        batch, vocab = logits.shape
+        if k is None:
+            k = torch.full((batch,), vocab, dtype=torch.int32, device=logits.device)
+        k = k.to(logits.device, torch.int32)
+        fn = getattr(module, ENTRIES[dispatch])
+        probs = None
+        if dispatch in (TOP_P_RENORM, TOP_K_RENORM, TOP_P_SAMPLING):
+            probs = logits.softmax(dim=-1, dtype=torch.float32)
+            self._probs_sha256 = _tensor_sha256(probs)
+        if dispatch == TOP_P_RENORM:
+            kept = fn(probs, p) > 0
+        elif dispatch == TOP_K_RENORM:
+            kept = fn(probs, k) > 0
+        elif dispatch == TOP_K_MASK:
+            kept = torch.isfinite(fn(logits, k))
+        else:
+            # output i draws from row indices[i]; its top-k and top-p are per output
+            indices = torch.arange(batch, device=logits.device, dtype=torch.int32).repeat(DRAWS)
+            p_out, k_out = p.repeat(DRAWS), k.repeat(DRAWS)
+            if dispatch == TOP_P_SAMPLING:
+                drawn = fn(probs, p_out, indices=indices, deterministic=True, seed=SEED,
+                           offset=0)
+            else:
+                drawn = fn(logits, k_out, p_out, indices=indices, deterministic=True,
+                           seed=SEED, offset=0)
+            drawn = drawn.view(DRAWS, batch).to(torch.int64)
+            self._draws = _count_draws(drawn.cpu(), batch)
+            kept = torch.zeros_like(logits, dtype=torch.bool)
+            kept.scatter_(1, drawn.t().contiguous(), True)
+        return torch.where(kept, logits, torch.full_like(logits, float("-inf")))
+
+
+def _tensor_sha256(tensor: Any) -> str:
+    from ...core.digest import sha256_hex
+
+    return sha256_hex(tensor.detach().cpu().contiguous().numpy().astype("<f4").tobytes())
+
+
+def _count_draws(drawn: Any, batch: int) -> list[list[list[int]]]:
+    """Per row, ``[[token, count], ...]`` in token order."""
+    rows = []
+    for row in range(batch):
+        tokens, counts = drawn[:, row].unique(return_counts=True)
+        rows.append([[int(t), int(c)] for t, c in zip(tokens.tolist(), counts.tolist(),
+                                                       strict=True)])
+    return rows
+
+
+class _Recording:
+    """The entry observer, plus the draws and the probs digest of the call it watched."""
+
+    def __init__(self, inner: EntryObserver, family: FlashInfer) -> None:
+        self.inner, self.family = inner, family
+
+    def __enter__(self) -> _Recording:
+        self.family._draws = None
+        self.family._probs_sha256 = None
+        self.inner.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__(*exc)
+
+    def proof(self, batch: int) -> dict[str, Any]:
+        proof = self.inner.proof(batch)
+        draws = getattr(self.family, "_draws", None)
+        if draws is not None:  # the child moves "draws" into the case record
+            proof.update(draws=draws, draws_per_row=DRAWS, seed=SEED, offset=0)
+        probs = getattr(self.family, "_probs_sha256", None)
+        if probs is not None:
+            proof["probs_sha256"] = probs
+        return proof
+
+
+FAMILY = register(FlashInfer())

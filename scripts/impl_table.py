@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Generate README.md's implementation x workload table from the committed receipts.
+
+    .venv/bin/python scripts/impl_table.py                    # print the table
+    .venv/bin/python scripts/impl_table.py --check README.md  # exit 1 if README differs
+    .venv/bin/python scripts/impl_table.py --write README.md  # replace it in place
+
+Reads every bundle folder under ``evidence/impls/bundles/`` (``--bundles DIR``) whose line in
+``evidence/verdicts.tsv`` names the key that signed it, through
+``harness.core.verify.open_bundle`` (signature, receipt schema and file set checked on open;
+``results/rows.json`` digest-checked when read). It does not rerun the oracle: that is sound
+because CI runs ``scripts/verify_committed.sh`` (``topp-gate verify`` on every bundle, with its
+expected verdict) before this ``--check``. One row per bundle side that is judged (patched),
+with the stock side named: implementation (family, version, dispatch path), workload (the
+manifest's cases), the rule set, the verdict, rows stopped per reason, and the worst mass
+diagnostics (``patched_mass_outside``/``_mass_dropped``: the largest binary64 probability
+mass of kept tokens outside the oracle's set, and of oracle tokens dropped). With no bundle
+yet, the table says so.
+
+The README holds it between ``<!-- impls:begin -->`` and ``<!-- impls:end -->``. Exit codes:
+0 ok (or README up to date), 1 README differs (``--check``), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.core.errors import HarnessError  # noqa: E402
+from harness.core.f32 import unhexf  # noqa: E402
+from harness.core.keys import load_public_key  # noqa: E402
+from harness.core.terminal import printable  # noqa: E402
+from harness.core.verify import open_bundle  # noqa: E402
+
+BEGIN = "<!-- impls:begin -->"
+END = "<!-- impls:end -->"
+BUNDLES = ROOT / "evidence/impls/bundles"
+TABLE = ROOT / "evidence/verdicts.tsv"
+HEADER = ("| implementation (patched) | against (stock) | workload | rules | verdict | "
+          "rows stopped (by reason) | worst mass outside | worst mass dropped |")
+
+
+def _cell(text: object) -> str:
+    return printable(str(text)).replace("|", "\\|")
+
+
+def _keys(table: Path) -> dict[str, str]:
+    keys = {}
+    for line in table.read_text("utf-8").splitlines():
+        if line and not line.startswith("#"):
+            path, pub, _ = line.split("\t")
+            keys[path] = pub
+    return keys
+
+
+def _side(manifest: dict[str, Any], side: str) -> str:
+    entry = manifest["sources"]["sides"][side]
+    family = entry.get("family", "vllm-triton")
+    return f"{family} {entry['version']} `{entry.get('dispatch', 'split')}`"
+
+
+def _workload(manifest: dict[str, Any]) -> str:
+    cases = manifest["cases"]
+    vocabs = sorted({int(c["vocab"]) for c in cases})
+    kinds = sorted({str(c["kind"]) for c in cases})
+    return f"{len(cases)} cases ({', '.join(kinds)}; vocab {', '.join(map(str, vocabs))})"
+
+
+def _worst(rows: list[dict[str, Any]], key: str) -> str:
+    values = [(unhexf(r["diagnostics"][key]), f"{r['case']}[{r['row']}]") for r in rows
+              if isinstance(r.get("diagnostics"), dict) and key in r["diagnostics"]]
+    if not values:
+        return "n/a"
+    value, where = max(values)
+    return "0" if value == 0 else f"{value:.3g} at {where}"
+
+
+def row_of(path: Path, pub: Path) -> str:
+    view = open_bundle(path, load_public_key(pub))
+    predicate = view.statement["predicate"]
+    manifest = json.loads(view.raw("manifest.json"))
+    rows = json.loads(view.raw("results/rows.json"))
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    verdict = predicate["verdict"]
+    reasons: Counter[str] = Counter()
+    for row in rows:
+        reasons.update(row.get("stops", []))
+    stopped = sum(1 for row in rows if row.get("stops"))
+    detail = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"
+    rules = (predicate.get("judgement") or {}).get("rules", "seed/v1")
+    cells = [_side(manifest, "patched"), _side(manifest, "stock"), _workload(manifest),
+             f"`{rules}`", f"**{verdict['verdict']}**", f"{stopped}/{len(rows)}: {detail}",
+             _worst(rows, "patched_mass_outside"), _worst(rows, "patched_mass_dropped")]
+    return "| " + " | ".join(_cell(c) for c in cells) + " |" + f" <!-- {path.name} -->"
+
+
+def generate(bundles: Path = BUNDLES, table: Path = TABLE) -> str:
+    keys = _keys(table)
+    lines = [BEGIN, HEADER, "|" + "---|" * 8]
+    paths = sorted(p for p in bundles.glob("*") if p.is_dir()) if bundles.is_dir() else []
+    for path in paths:
+        rel = path.resolve().relative_to(ROOT).as_posix() if path.resolve().is_relative_to(
+            ROOT) else str(path)
+        if rel not in keys:
+            raise SystemExit(f"impl_table: {rel} has no line in {table.name}")
+        lines.append(row_of(path, ROOT / keys[rel]))
+    if not paths:
+        lines.append("| (no implementation bundle committed yet) | | | | | | | |")
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def _split(text: str) -> tuple[str, str, str]:
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise SystemExit(2)
+    start, stop = text.index(BEGIN), text.index(END) + len(END) + 1
+    return text[:start], text[start:stop], text[stop:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bundles", type=Path, default=BUNDLES)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", type=Path, metavar="README")
+    mode.add_argument("--write", type=Path, metavar="README")
+    args = parser.parse_args(argv)
+    try:
+        section = generate(args.bundles)
+    except (HarnessError, OSError, ValueError, KeyError) as err:
+        print(f"impl_table: {printable(str(err))}", file=sys.stderr)
+        return 2
+    target = args.check or args.write
+    if target is None:
+        sys.stdout.write(section)
+        return 0
+    before, current, after = _split(target.read_text("utf-8"))
+    if args.check:
+        if current != section:
+            print(f"impl_table: {target} is out of date; run scripts/impl_table.py --write "
+                  f"{target}", file=sys.stderr)
+            return 1
+        return 0
+    target.write_text(before + section + after, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,146 @@
+"""FlashInfer pinned like a vLLM release (no GPU needed): ``sources pin
+flashinfer-python==0.7.2.post1`` picks the family from the distribution, finds the import
+closure of ``flashinfer.sampling`` with bare packages (no package ``__init__``) plus the CUDA
+sources and headers its JIT compiles, and hashes every file. The wheel comes from the cache
+(``sources pin`` put it there) or from the registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.capture import families, sources
+from harness.capture.pinfile import load_pin_file
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "evidence/pins/flashinfer-0.7.2.post1.json"
+
+pytestmark = [pytest.mark.sources]
+
+
+def _spec() -> str:
+    cached = sorted(sources.cache_root().glob(
+        "wheels/*/flashinfer_python-0.7.2.post1-py3-none-any.whl"))
+    return str(cached[0]) if cached else "flashinfer-python==0.7.2.post1"
+
+
+@pytest.fixture(scope="module")
+def pinned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pin") / "flashinfer.json"
+    assert main(["sources", "pin", _spec(), "--out", str(out)]) == 0
+    return load_pin_file(out)
+
+
+def test_the_distribution_picks_the_family_and_the_pin_is_the_committed_one(pinned):
+    assert families.for_distribution("flashinfer-python") == "flashinfer"
+    assert families.for_distribution("flashinfer_python") == "flashinfer"
+    assert pinned.data["family"] == "flashinfer"
+    assert pinned.data["version"] == "0.7.2.post1"
+    assert pinned.raw == COMMITTED.read_bytes()
+
+
+def test_the_closure_is_sampling_and_its_jit_sources_not_the_package(pinned):
+    files = pinned.data["files"]
+    python = sorted(p for p in files if p.endswith(".py"))
+    assert "flashinfer/sampling.py" in python and "flashinfer/jit/sampling.py" in python
+    assert not any(p.endswith("__init__.py") for p in python)  # bare packages
+    assert len([p for p in python if not p.startswith("flashinfer/data/")]) == 17
+    for src in ("sampling.cu", "renorm.cu", "flashinfer_sampling_binding.cu",
+                "sampling_utils.h", "tvm_ffi_utils.h"):
+        assert f"flashinfer/data/csrc/{src}" in files
+    assert "flashinfer/data/include/flashinfer/sampling.cuh" in files
+    assert any(p.startswith("flashinfer/data/cccl/cub/") for p in files)
+    assert not any(p.startswith("flashinfer/data/cutlass/") for p in files)
+    assert "flashinfer_python-0.7.2.post1.dist-info/METADATA" in files
+    tree = sources.resolve_tree(pinned.side("stock"), cache=sources.cache_root())
+    size = sum((tree / p).stat().st_size for p in files)
+    assert size < 40 << 20, size  # it travels to the GPU machine (64 MiB a call)
+
+
+def test_the_interpreter_has_no_flashinfer_path():
+    family = families.get("flashinfer")
+    assert family.dispatch_paths == ("top-p-renorm", "top-k-renorm", "top-k-mask",
+                                     "top-p-sampling", "top-k-top-p-sampling")
+    from harness.core.errors import KernelChildError
+
+    with pytest.raises(KernelChildError, match="CUDA only"):
+        family.prepare(None, "top-p-sampling", "interpreter")
+    assert json.loads(COMMITTED.read_text())["origin"]["wheel_sha256"] == (
+        "bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49")
+
+
+def test_the_child_imports_flashinfer_sampling_without_its_package_init(pinned, tmp_path):
+    """Needs apache-tvm-ffi (for this Python) and nvidia-ml-py importable; no GPU."""
+    pytest.importorskip("tvm_ffi")
+    pytest.importorskip("pynvml")
+    import shutil
+    import sys
+
+    tree = tmp_path / "copy"
+    shutil.copytree(sources.resolve_tree(pinned.side("stock"), cache=sources.cache_root()),
+                    tree)
+    family = families.get("flashinfer")
+    sys.path.insert(0, str(tree))
+    try:
+        module = family.import_kernel(tree)
+        assert Path(module.__file__) == tree / "flashinfer/sampling.py"
+        info = family.package_info(module, [n for n in sys.modules
+                                            if n.startswith("flashinfer")])
+        assert info["flashinfer_version"] == "0.7.2.post1"
+        assert info["flashinfer_modules_loaded"] == 17 and "flashinfer" in info["bare_packages"]
+        for entry in ("top_p_renorm_probs", "top_k_renorm_probs", "top_k_mask_logits",
+                      "top_p_sampling_from_probs", "top_k_top_p_sampling_from_logits"):
+            assert callable(getattr(module, entry))
+    finally:
+        sys.path.remove(str(tree))
+        for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+            del sys.modules[name]
+
+
+class _StandIn:
+    """FlashInfer's five entries' contracts in plain torch, on CPU: only to exercise the
+    family's glue (inputs as vLLM gives them, draws per row, the output rows), never judged
+    as FlashInfer."""
+
+    @staticmethod
+    def top_p_sampling_from_probs(probs, top_p, indices=None, deterministic=True, seed=None,
+                                  offset=None):
+        import torch
+
+        assert top_p.shape == indices.shape and deterministic
+        g = torch.Generator().manual_seed(seed)
+        return torch.multinomial(probs[indices.long()], 1, generator=g).view(-1).to(
+            indices.dtype)
+
+    @staticmethod
+    def top_k_top_p_sampling_from_logits(logits, top_k, top_p, indices=None,
+                                         deterministic=True, seed=None, offset=None):
+        assert top_k.shape == top_p.shape == indices.shape
+        return _StandIn.top_p_sampling_from_probs(logits.softmax(-1), top_p, indices,
+                                                  deterministic, seed, offset)
+
+
+def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts():
+    import torch
+
+    from harness.capture.families.flashinfer import DRAWS, EntryObserver, _Recording
+
+    family = families.get("flashinfer")
+    logits = torch.tensor([[5.0, 4.0, -30.0, -30.0], [0.0, 0.0, 0.0, 0.0]])
+    p = torch.tensor([0.9, 0.9])
+    for path, entry in (("top-p-sampling", _StandIn.top_p_sampling_from_probs),
+                        ("top-k-top-p-sampling", _StandIn.top_k_top_p_sampling_from_logits)):
+        observer = _Recording(EntryObserver(entry, entry.__name__), family)
+        with observer:
+            out = family.call(_StandIn, path, "cuda", logits, None, p, 1)
+        proof = observer.proof(2)
+        assert proof["proven"] and proof["seed"] == 20261201
+        draws = proof["draws"]
+        assert [sum(c for _, c in row) for row in draws] == [DRAWS, DRAWS]
+        for row, counts in enumerate(draws):
+            drawn = {t for t, _ in counts}
+            assert {i for i in range(4) if out[row, i] != float("-inf")} == drawn
+            assert all(out[row, i] == logits[row, i] for i in drawn)
