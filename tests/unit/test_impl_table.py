@@ -50,11 +50,11 @@ def test_manifest_new_writes_version_3_for_another_family(tmp_path):
                        tmp_path / "gate.json")
     manifest = load_manifest(out)
     assert manifest.data["schema"] == "topp-gate/manifest/v3"
-    assert manifest.rules == "serve/v1"
+    assert manifest.rules == "seed/v2"  # no traffic case: the default of manifest new
     assert {s["family"] for s in manifest.sources["sides"].values()} == {"vllm-pytorch"}
     assert {manifest.dispatch(s) for s in ("stock", "patched")} == {"sort"}
     from harness.core.errors import UsageError
 
-    with pytest.raises(UsageError, match="no dispatch path 'split'"):
+    with pytest.raises(UsageError, match="has no path 'split'"):
         new_manifest({"stock": SideSpec(pin, "split"), "patched": SideSpec(pin)}, str(spec),
                      tmp_path / "bad.json")

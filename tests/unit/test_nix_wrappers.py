@@ -299,7 +299,7 @@ def test_the_store_copy_of_the_frozen_manifests_is_byte_identical() -> None:
     assert isinstance(store, str) and store.startswith("/nix/store/")
     copy = Path(store)
     assert sorted(p.name for p in copy.iterdir()) == FROZEN
-    assert len(FROZEN) == 4
+    assert {"h200-forced-logit-gate.json", "smoke-interpreter.json"} <= set(FROZEN)
     for name in FROZEN:
         assert (copy / name).read_bytes() == (MANIFESTS / name).read_bytes(), name
 
