@@ -25,8 +25,10 @@ RUN_TIMEOUT=${RUN_TIMEOUT:-560}  # seconds per manifest (the call's limit is 600
 MANIFESTS=${MANIFESTS:-evidence/manifests/impls/*.json}
 export TOPP_GATE_SOURCE_COMMIT=${TOPP_GATE_SOURCE_COMMIT:-} TOPP_GATE_SOURCE_CLEAN=${TOPP_GATE_SOURCE_CLEAN:-}
 export GIT_DIR=/nonexistent-topp-gate-git  # the caller's claim is what receipts record
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
+# one install of the carried wheels, shared by device scripts started side by side
+flock /tmp/topp-gate-site.lock sh -c '[ -f /tmp/site/.installed ] || {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }' || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
 export FLASHINFER_WORKSPACE_BASE=/tmp/fi-workspace MAX_JOBS=${MAX_JOBS:-16}
 chmod 600 .carry/topp-gate-evidence-3.key  # run refuses a key others may read
@@ -55,9 +57,12 @@ for manifest in $MANIFESTS; do
   fi
 done
 if [ -n "$(ls -A "$work/bundles")" ]; then
-  tar -C "$work/bundles" -cf /tmp/impls-bundles.tar .
-  sha256sum /tmp/impls-bundles.tar >> "$log"
-  split -b 15M -d /tmp/impls-bundles.tar "$OUT/impls-bundles.tar.part-"
+  # files ordered by their path inside a bundle, so the identical captured inputs of
+  # several bundles sit side by side and xz stores them once
+  (cd "$work/bundles" && find . -type f | LC_ALL=C sort -t/ -k3 -k2 \
+    | tar -cf - --no-recursion -T -) | xz -T0 -6 > /tmp/impls-bundles.tar.xz
+  sha256sum /tmp/impls-bundles.tar.xz >> "$log"
+  split -b 15M -d /tmp/impls-bundles.tar.xz "$OUT/impls-bundles.tar.xz.part-"
 fi
 # the JIT's build log, when a FlashInfer run could not build (the reason, for the report)
 find "$FLASHINFER_WORKSPACE_BASE" -name '*.log' -size -2M -exec tail -n 40 {} + >> "$log" 2>/dev/null
