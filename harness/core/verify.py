@@ -795,7 +795,8 @@ def _check_report(artifacts: _Artifacts, manifest: Any, layout: list[Any],
         return
     data = _plain(artifacts, REPORT_MD, MAX_PLAIN_BYTES)
     inputs = ReportInputs(manifest_name=manifest.name, backend=str(manifest.backend["required"]),
-                          rows=rows, verdict=final, evidence=predicate["kernel_path"],
+                          rows=rows, verdict=final, evidence=_report_evidence(artifacts,
+                                                                             predicate),
                           cases={"schema": CASES_SCHEMA,
                                  "cases": [case.to_json() for case in layout]}, rules=rules)
     try:
@@ -806,6 +807,24 @@ def _check_report(artifacts: _Artifacts, manifest: Any, layout: list[Any],
         raise BindingMismatchError(f"{REPORT_MD} vs the report regenerated from the verified "
                                    "results", sha256_hex(expected), sha256_hex(data),
                                    said_by="the regenerated report")
+
+
+def _report_evidence(artifacts: _Artifacts, predicate: dict[str, Any]
+                     ) -> dict[str, dict[str, Any] | None]:
+    """Each side's kernel-path evidence as the report was made from it: the side's
+    ``evidence.json`` artifact as parsed (its digests checked; ``_bound_json`` proved it
+    equal to the receipt's copy), else the receipt's copy. The artifact, not the canonical
+    receipt, because RFC 8785 writes a float such as 5.0 as 5 and the report shows the
+    evidence's own numbers (a kernel child's ``import_s`` of 5.0 printed "5.0")."""
+    found: dict[str, dict[str, Any] | None] = {}
+    for side in SIDES:
+        name = evidence_name(side)
+        if name in artifacts.subjects:
+            value = loads_strict(_plain(artifacts, name, MAX_PLAIN_BYTES), name)
+            found[side] = value if isinstance(value, dict) else None
+        else:
+            found[side] = predicate["kernel_path"][side]
+    return found
 
 
 def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = False,

@@ -231,3 +231,26 @@ def test_seed_v2_says_an_all_masked_forced_row_has_no_argmax():
     v2 = rule_set("seed/v2").judge(data)["diagnostics"]["stock_forced_failures"]
     assert "argmax_not_forced" not in v1  # frozen: the defect stays in seed/v1
     assert v2 == ["forced_token_dropped", "all_masked", "argmax_not_forced"]
+
+
+def test_an_integral_float_in_the_evidence_renders_as_the_report_showed_it(tmp_path):
+    # RFC 8785 writes 5.0 as 5 in the receipt; the report is made from evidence.json (5.0):
+    # verify regenerates it from the evidence artifact, not from the canonical receipt copy
+    import dataclasses
+    import json
+
+    from harness.capture.bundle_writer import write_bundle
+    from harness.probes import fixture
+
+    bundle = fixture.content(synthetic.MANIFEST_V3, sources=synthetic.SOURCES_V3)
+    evidence = {}
+    for side, data in bundle.evidence.items():
+        value = json.loads(data)
+        value["import_s"] = 5.0
+        evidence[side] = (json.dumps(value, indent=2) + "\n").encode()
+    made = fixture.with_report(dataclasses.replace(bundle, evidence=evidence),
+                               synthetic.MANIFEST_V3)
+    assert b"| import_s | 5.0 | 5.0 |" in made.reports["report.md"]
+    write_bundle(tmp_path / "b", made, KEY,
+                 max_bytes=synthetic.MANIFEST_V3["limits"]["max_bundle_bytes"])
+    assert verify_bundle(tmp_path / "b", PUB, workers=1).verdict["verdict"] == "PASS"
