@@ -7,7 +7,7 @@
 
 Reads every bundle under ``evidence/deploy/bundles/*/`` (``--bundles DIR``) made from a
 manifest under ``evidence/manifests/deploy/``, through ``harness.core.verify.open_bundle``
-with the signer's public key (``--pubkey``, default ``evidence/keys/topp-gate-evidence-2.pub``):
+with the signer's public key (``--pubkey``, default ``evidence/keys/topp-gate-evidence-3.pub``):
 signature, receipt schema and file set checked on open, ``results/rows.json`` and the
 manifest decoded and checked against the receipt's digests. It does not rerun the oracle
 and gate: the verdicts it prints are the signed ones, sound because CI verifies every
@@ -54,7 +54,7 @@ from harness.core.verify import open_bundle  # noqa: E402
 BEGIN = "<!-- deploy:begin -->"
 END = "<!-- deploy:end -->"
 DEFAULT_BUNDLES = Path("evidence/deploy/bundles")
-DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence-2.pub")
+DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence-3.pub")
 DEPLOY_PREFIX = "deploy-vllm-"
 NO_BUNDLES = "No deployment bundle is committed yet: nothing to tabulate."
 
@@ -94,7 +94,9 @@ def bundle_rows(path: Path, public_key: Any) -> tuple[str, str, list[str]]:
         raise SectionInputError(f"bundle {path.name}: not made from a deployment manifest")
     sides = manifest["sources"]["sides"]
     release = f"{sides['stock']['version']} vs {sides['patched']['version']}"
-    verdict = str(predicate["verdict"])
+    signed = predicate["verdict"]
+    verdict = (f"**{signed['verdict']}** ({signed['rows_stopped']} of {signed['rows']} rows "
+               f"stopped: {', '.join(signed['reasons']) or 'none'})")
     by_case: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         by_case.setdefault(str(row.get("case")), []).append(row)
@@ -133,7 +135,7 @@ def generate(bundles: Path, public_key: Any | None) -> str:
     verdicts = []
     for path in found:
         release, verdict, rows = bundle_rows(path, public_key)
-        verdicts.append(f"- {_cell(release)}: **{_cell(verdict)}** (`{_cell(path.name)}`)")
+        verdicts.append(f"- {_cell(release)}: {verdict} (`{_cell(path.name)}`)")
         table += rows
     lines += verdicts + [""] + table + [""]
     return "\n".join(lines) + END + "\n"
@@ -155,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="folder of deployment bundles (default: evidence/deploy/bundles)")
     parser.add_argument("--pubkey", type=Path, default=None,
                         help="the bundles' signer's public key (default: "
-                        "evidence/keys/topp-gate-evidence-2.pub)")
+                        "evidence/keys/topp-gate-evidence-3.pub)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", type=Path, metavar="README")
     mode.add_argument("--write", type=Path, metavar="README")

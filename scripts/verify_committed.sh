@@ -17,7 +17,7 @@ while IFS=$'\t' read -r path pub verdict; do
 done < "$table"
 
 shopt -s nullglob
-bundles=(evidence/bundles/*/ evidence/sweep/bundles/*/ evidence/impls/bundles/*/)
+bundles=(evidence/bundles/*/ evidence/sweep/bundles/*/ evidence/impls/bundles/*/ evidence/deploy/bundles/*/)
 for bundle in "${bundles[@]}"; do
   path=${bundle%/}
   if [ -z "${want[$path]:-}" ]; then

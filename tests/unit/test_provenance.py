@@ -85,7 +85,8 @@ def test_harness_digest_command(capsys):
 
 
 @needs_git_history
-def test_source_revision_names_this_checkouts_commit():
+def test_source_revision_names_this_checkouts_commit(monkeypatch):
+    monkeypatch.delenv("TOPP_GATE_SOURCE_COMMIT", raising=False)
     found = source_revision(ROOT)
     assert found["how"] == "git"
     assert found["commit"] == _git("rev-parse", "HEAD").decode().strip()
@@ -99,6 +100,15 @@ def test_source_revision_without_git_uses_the_environment_claim(tmp_path, monkey
     monkeypatch.setenv("TOPP_GATE_SOURCE_CLEAN", "1")
     assert source_revision(tmp_path) == {"commit": "a" * 40, "clean": True,
                                          "how": "environment"}
+
+
+@needs_git_history
+def test_an_explicit_claim_wins_over_a_stale_git_in_a_copied_tree(monkeypatch):
+    # the GPU machine's copy of a working tree held the .git of an older commit, and every
+    # receipt named it: the caller's claim, labelled as a claim, is what a receipt records
+    monkeypatch.setenv("TOPP_GATE_SOURCE_COMMIT", "b" * 40)
+    monkeypatch.setenv("TOPP_GATE_SOURCE_CLEAN", "true")
+    assert source_revision(ROOT) == {"commit": "b" * 40, "clean": True, "how": "environment"}
 
 
 @needs_git_history
