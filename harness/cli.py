@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from . import __version__
 from .core.errors import EXIT_INTERNAL, EXIT_USAGE, HarnessError, UsageError
@@ -53,8 +54,8 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _available_verbs() -> dict[str, object]:
-    modules = {}
+def _available_verbs() -> dict[str, ModuleType]:
+    modules: dict[str, ModuleType] = {}
     for verb, module in VERBS.items():
         try:
             modules[verb] = importlib.import_module(f"harness.commands.{module}")
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
     sub.required = True
     for module in _available_verbs().values():
-        module.register(sub)  # type: ignore[attr-defined]
+        module.register(sub)
     return parser
 
 

@@ -21,9 +21,10 @@ let
   pytestCheck =
     name: pytestArgs:
     pkgs.runCommand name {
-      # git for the tests that make their own repository (tests/unit/test_pinning.py's
-      # `git init`); the source copy has no .git, so the tests that read this project's
-      # history skip and say so (tests/conftest.py `needs_git_history`, docs/nix.md).
+      # git for the tests that make their own repository
+      # (tests/unit/capture/test_pinning.py's `git init`); the source copy has no .git, so
+      # the tests that read this project's history skip and say so
+      # (tests/unit/core/test_provenance.py `needs_git_history`, docs/nix.md).
       nativeBuildInputs = [
         envs.tests
         pkgs.git

@@ -13,7 +13,7 @@ harness code digest, so regenerate after changing harness code and commit the re
 Test-only keys; never evidence.
 
 Some defects git cannot store, so tests create them at test time on a copy of ``good``
-(tests/unit/test_verify_hostile.py): a FIFO in place of a bundle file, an unreadable
+(tests/unit/core/test_verify_hostile.py): a FIFO in place of a bundle file, an unreadable
 folder, an extra empty folder, 3000 nested folders.
 """
 

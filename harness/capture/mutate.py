@@ -341,12 +341,12 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
     with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
         codes = dict(pool.map(one, jobs))
     entries = []
-    for name, mpath, patch, mutation in jobs:
+    for name, mpath, patch, mutant in jobs:
         entry: dict[str, Any] = {"id": name, "run_exit": codes[name],
                                  "manifest": _manifest_ref(mpath, options.out)}
-        if mutation is not None and patch is not None:
+        if mutant is not None and patch is not None:
             diff = patch.read_bytes()
-            entry.update({"kind": mutation.kind, "what": mutation.what,
+            entry.update({"kind": mutant.kind, "what": mutant.what,
                           "diff": _rel(patch, options.out), "diff_sha256": sha256_hex(diff),
                           "diff_lines": _changed_lines(diff)})
         entry.update(_judged(name, options, public_key, mpath))

@@ -8,7 +8,14 @@ from __future__ import annotations
 from types import TracebackType
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 
 class RunProgress:
@@ -17,7 +24,7 @@ class RunProgress:
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
                              MofNCompleteColumn(), TimeElapsedColumn(), console=self.console,
                              transient=False)
-        self._task: int | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> RunProgress:
         return self

@@ -5,8 +5,9 @@ The commit is read with ``git`` from the checkout that holds the imported ``harn
 package, unless the caller names it in ``TOPP_GATE_SOURCE_COMMIT`` (and
 ``TOPP_GATE_SOURCE_CLEAN=1|0|true|false``), as the device scripts do for a working tree
 shipped to a GPU machine (whose copy may hold a stale ``.git``); the receipt then says
-``"how": "environment"``: a claim of the signer, like everything else it signs. An installed wheel records ``"how": "unknown"``. The core digest is what binds the
-code; the commit says where to find it (``topp-gate harness-digest DIR`` recomputes it).
+``"how": "environment"``: a claim of the signer, like everything else it signs. An
+installed wheel records ``"how": "unknown"``. The core digest is what binds the code; the
+commit says where to find it (``topp-gate harness-digest DIR`` recomputes it).
 """
 
 from __future__ import annotations

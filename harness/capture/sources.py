@@ -123,7 +123,7 @@ class Pins:
 
 
 def _check_sha(value: object, what: str) -> str:
-    if not is_sha256(value):
+    if not isinstance(value, str) or not is_sha256(value):
         raise SourcesError(f"pins: {what} is not a lowercase sha256 hex digest")
     return value
 

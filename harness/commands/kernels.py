@@ -11,6 +11,7 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
 from ..core.safeio import read_regular_file
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     for name in SIDES:
         result = run_side(pins.side(name), trees[name], args.backend, args.num_sm,
                           work / "cases.json", args.out / name, args.timeout)
-        record = next(iter((result.evidence or {}).get("cases", [])), {})
+        record: dict[str, Any] = next(iter((result.evidence or {}).get("cases", [])), {})
         kept = record.get("kept_counts")
         slices = record.get(SPLIT, {}).get("slices")
         print(f"{name}: {result.status} {result.reason} kept={kept} slices={slices} "

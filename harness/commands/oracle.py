@@ -9,7 +9,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, InvalidKError, UsageError
 from ..core.f32 import hexf, row_length, rows, runtime_p, runtime_top_p
@@ -60,7 +60,9 @@ def _rows(data: bytes, vocab: int | None, use_numpy: bool) -> Iterator[Sequence[
     length = row_length(len(data), vocab)
     values = np.frombuffer(data, dtype="<f4").astype(np.float64)
     for start in range(0, values.size, length):
-        yield values[start : start + length]
+        # numpy does not register ndarray as a Sequence; the core's numpy path takes a
+        # float64 array where it takes Sequence[float] (len, indexing, iteration)
+        yield cast("Sequence[float]", values[start : start + length])
 
 
 def _parse_k(given: str | None) -> int | None:

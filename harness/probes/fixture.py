@@ -15,17 +15,18 @@ import json
 import math
 import random
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..capture.bundle_writer import BundleContent
 from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
+from ..core.errors import InternalError
 from ..core.f32 import encode, runtime_p, to_float32
 from ..core.judge import CaseBytes, RowSpec, judge_cases
 from ..core.manifest import expected_layout, parse_manifest, row_ks, traffic_sampling
 from ..core.names import SIDES
-from ..core.oracle import reference, top_k_top_p
+from ..core.oracle import Ambiguous, reference, top_k_top_p
 from ..core.report import DEFAULT_REPORT, LEGACY_REPORT, ReportInputs, render_markdown
 from ..core.rulesets import rule_set
 
@@ -98,15 +99,19 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     top_k = rule_set(rules).top_k
     for case, case_spec in zip(layout, manifest["cases"], strict=True):
         rows, ps = _rows_for(manifest, case, rnd, lie_inputs)
-        ks = row_ks(case_spec, has_k=case.has_k) or [None] * len(rows)
+        ks: Sequence[int | None] = row_ks(case_spec, has_k=case.has_k) or [None] * len(rows)
         stock: list[float] = []
         patched: list[float] = []
         for row, p, spec, k in zip(rows, ps, case.rows, ks, strict=True):
             if top_k:
-                kept = set(top_k_top_p(row, p32=p if p < 1.0 else None,
-                                       k=k if k is not None and k < case.vocab else None).kept)
+                outcome = top_k_top_p(row, p32=p if p < 1.0 else None,
+                                      k=k if k is not None and k < case.vocab else None)
             else:
-                kept = set(reference(row, p).kept)
+                outcome = reference(row, p)
+            if isinstance(outcome, Ambiguous):
+                raise InternalError(f"synthetic fixture: case {case.id} has a row the oracle "
+                                    "cannot certify (draw another seed)")
+            kept = set(outcome.kept)
             masked = [v if i in kept else NEG for i, v in enumerate(row)]
             patched += [7.0 if v != NEG else NEG for v in masked] if rewrite_values else masked
             stock += [NEG] * len(row) if spec.judge == "forced" else masked

@@ -210,14 +210,14 @@ def test_all_masked_row_exits_2(tmp_path, capsys):
 @pytest.mark.parametrize("path", [[], ["--pure"]], ids=["default", "pure"])
 def test_oracle_k_agrees_with_the_independent_implementation_on_fresh_rows(tmp_path, capsys,
                                                                           path):
-    """``topp-gate oracle --k`` against tests/unit/test_oracle_topk.py's independent
+    """``topp-gate oracle --k`` against tests/unit/core/test_oracle_topk.py's independent
     implementation, on rows drawn from a fresh seed (printed on failure)."""
     import os
     import random
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "core"))
     from test_oracle_topk import MARGIN, bf16, independent
 
     from harness.core.f32 import to_float32

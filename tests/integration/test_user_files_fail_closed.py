@@ -1,6 +1,6 @@
 """Every file a user names to the capture-side verbs (pin files, patches, matrices, logits)
 is opened as a regular file only: a FIFO is refused at once with exit 2 and one line, never
-waited on (the verifier side has its own tests in tests/unit/test_verify_hostile.py)."""
+waited on (the verifier side has its own tests in tests/unit/core/test_verify_hostile.py)."""
 
 from __future__ import annotations
 

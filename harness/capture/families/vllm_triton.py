@@ -57,6 +57,13 @@ from ...core.names import MIXED, SINGLE, SINGLE_TOPK, SPLIT
 from . import Family, register
 
 
+def _monitoring() -> types.ModuleType:
+    """``sys.monitoring`` (Python >= 3.12; the observers check for it first). Looked up by
+    name because typeshed for Python 3.11, the oldest supported, has no such attribute."""
+    monitoring: types.ModuleType = getattr(sys, "monitoring")
+    return monitoring
+
+
 class SplitObserver:
     """Records the split pipeline's calls and launch specs without changing the module.
 
@@ -117,7 +124,7 @@ class SplitObserver:
         if self.method == "sys.setprofile":
             sys.setprofile(self._profile)
             return self
-        mon = sys.monitoring
+        mon = _monitoring()
         for tool in (mon.PROFILER_ID, 3, 4, 5):
             if mon.get_tool(tool) is None:
                 mon.use_tool_id(tool, "topp-gate split observer")
@@ -140,7 +147,7 @@ class SplitObserver:
         if self.method == "sys.setprofile":
             sys.setprofile(None)
             return
-        mon, tool = sys.monitoring, self._tool
+        mon, tool = _monitoring(), self._tool
         if tool is None:
             return
         for code in (self.entry, self.monolithic, *self.stages):
@@ -231,7 +238,7 @@ class SingleObserver:
         if self.method == "sys.setprofile":
             sys.setprofile(self._profile)
             return self
-        mon = sys.monitoring
+        mon = _monitoring()
         for tool in (mon.PROFILER_ID, 3, 4, 5):
             if mon.get_tool(tool) is None:
                 mon.use_tool_id(tool, "topp-gate single-path observer")
@@ -249,7 +256,7 @@ class SingleObserver:
         if self.method == "sys.setprofile":
             sys.setprofile(None)
             return
-        mon, tool = sys.monitoring, self._tool
+        mon, tool = _monitoring(), self._tool
         if tool is None:
             return
         for code in (self.entry, *self.launchers):
@@ -368,7 +375,7 @@ class PathObserver:
         if self.method == "sys.setprofile":
             sys.setprofile(self._profile)
             return self
-        mon = sys.monitoring
+        mon = _monitoring()
         for tool in (mon.PROFILER_ID, 3, 4, 5):
             if mon.get_tool(tool) is None:
                 mon.use_tool_id(tool, "topp-gate path observer")
@@ -391,7 +398,7 @@ class PathObserver:
         if self.method == "sys.setprofile":
             sys.setprofile(None)
             return
-        mon, tool = sys.monitoring, self._tool
+        mon, tool = _monitoring(), self._tool
         if tool is None:
             return
         for code in (*self._starts(), *self._returns()):
@@ -477,11 +484,11 @@ class PathObserver:
 
 def _triton_launch_codes() -> list[types.CodeType]:
     """The code objects of Triton's kernel launch (compiled and interpreted)."""
-    from triton.runtime import jit  # type: ignore[import-untyped]
+    from triton.runtime import jit
 
     codes = [inspect.unwrap(jit.JITFunction.run).__code__]
     try:
-        from triton.runtime import interpreter  # type: ignore[import-untyped]
+        from triton.runtime import interpreter
     except ImportError:  # pragma: no cover - every Triton with an interpreter has it
         return codes
     codes.append(inspect.unwrap(interpreter.InterpretedFunction.run).__code__)
@@ -515,8 +522,8 @@ def interpreter_loop_tensors() -> str:
     tensors of the interpreter (the compiled type). vLLM's module is not touched; the
     evidence records this. Idempotent."""
     import numpy as np
-    from triton import language as tl  # type: ignore[import-untyped]
-    from triton.runtime import interpreter  # type: ignore[import-untyped]
+    from triton import language as tl
+    from triton.runtime import interpreter
 
     note = ("triton interpreter: tl.range yields int32 scalar tensors in "
             f"{MONOLITHIC_KERNEL} (set by the kernel child)")

@@ -28,7 +28,7 @@ from harness.core.oracle import Certified, canonical_order, reference  # noqa: E
 from harness.core.verify import open_bundle  # noqa: E402
 from harness.diagnostics import exact  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 H200 = ROOT / "evidence" / "bundles" / "h200-forced-logit-gate-cuda-20261129"
 EVIDENCE_PUB = ROOT / "evidence" / "keys" / "topp-gate-evidence.pub"
 

@@ -13,7 +13,7 @@ from harness.core.errors import MalformedEvidenceError
 from harness.core.gate import SIDE_FAILURES
 from harness.core.rulesets import ALL_STOP_REASONS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
 
 

@@ -14,7 +14,7 @@ from harness.core import cases_index as ci
 from harness.core import manifest as mf
 from harness.core.errors import BindingMismatchError, HarnessError, MalformedEvidenceError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "evidence" / "manifests" / "smoke-interpreter.json"
 
 

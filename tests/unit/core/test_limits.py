@@ -17,7 +17,7 @@ from harness.core.keys import load_public_key
 from harness.core.manifest import case_batch, load_manifest, parse_manifest
 from harness.core.schema import load as load_schema
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
 import synthetic  # noqa: E402
 

@@ -14,7 +14,7 @@ from harness.cli import main
 from harness.core.errors import ManifestError, UsageError
 from harness.core.manifest import load_manifest, parse_manifest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SWEEP = ROOT / "evidence/manifests/sweep"
 PINS = ROOT / "evidence/pins"
 

@@ -73,7 +73,7 @@ def test_bad_key_files_are_usage_errors(tmp_path):
 def test_committed_test_only_keys_are_named_as_such():
     from pathlib import Path
 
-    key_dir = Path(__file__).resolve().parents[1] / "assets" / "keys"
+    key_dir = Path(__file__).resolve().parents[2] / "assets" / "keys"
     for path in key_dir.glob("*.key"):
         assert path.name.startswith("test-only-"), path
 
@@ -89,7 +89,7 @@ def test_built_in_project_keys_are_the_committed_evidence_keys():
         project_public_keys,
     )
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     ids = []
     for resource in PROJECT_KEY_RESOURCES:
         shipped = root / "harness" / resource

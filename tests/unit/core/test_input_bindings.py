@@ -15,7 +15,7 @@ from harness.core.manifest import case_layout, load_manifest
 torch = pytest.importorskip("torch")
 from harness.capture.cases import build_case  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMOKE = load_manifest(ROOT / "evidence" / "manifests" / "smoke-interpreter.json")
 
 

@@ -17,7 +17,7 @@ from harness.core.digest import sha256_file
 from harness.core.errors import EvidenceDriftError, SourcesError, UsageError
 from harness.core.names import SIDES
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PATH = "pkg/kernel.py"
 OLD = b"".join(f"line {i}\n".encode() for i in range(1, 21))
 NEW = OLD.replace(b"line 5\n", b"line five\n").replace(b"line 17\n", b"line 17\nadded\n")

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "assets"))
 import synthetic  # noqa: E402
 
 from harness.cli import main  # noqa: E402
 from harness.core import provenance  # noqa: E402
 from harness.core.errors import HarnessDriftError  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PUB = str(ROOT / "tests/assets/keys/test-only-signing.pub")
 
 

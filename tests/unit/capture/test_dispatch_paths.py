@@ -15,7 +15,7 @@ from harness.core.errors import ManifestError
 from harness.core.manifest import SCHEMA_V3, load_manifest, parse_manifest, traffic_sampling
 from harness.core.names import DISPATCH_PATHS, MIXED, SIDES, SINGLE, SINGLE_TOPK, SPLIT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "evidence/manifests/deploy"
 SWEEP = ROOT / "evidence/manifests/sweep"
 

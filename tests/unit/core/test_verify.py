@@ -24,7 +24,7 @@ from harness.core.errors import (
 from harness.core.keys import load_public_key
 from harness.core.verify import verify_bundle
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
 import synthetic  # noqa: E402
 

@@ -16,7 +16,7 @@ from harness.cli import main
 from harness.core import provenance
 from harness.core.errors import UsageError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TABLE = re.compile(r"<!-- legacy-harness:begin -->(.*?)<!-- legacy-harness:end -->", re.S)
 ROW = re.compile(r"\| `([^`]+)` \| `([0-9a-f]{64})` \| `([0-9a-f]{40})` \| `([0-9a-f]{40})` \|")
 

@@ -141,7 +141,7 @@ def test_killing_the_parent_kills_the_kernel_child(stock_tree, tmp_path, how):
     import sys
     import textwrap
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     driver = textwrap.dedent(f"""
         import signal, sys
         from pathlib import Path

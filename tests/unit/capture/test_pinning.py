@@ -17,7 +17,7 @@ from harness.cli import main
 from harness.core.digest import sha256_hex
 from harness.core.errors import EvidenceDriftError, SourcesError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PINS = ROOT / "evidence/pins"
 
 KERNEL = b'''import torch

@@ -21,7 +21,7 @@ from harness.core.report import UnsafeLegacyText, legacy_text, markdown_text
 from harness.core.verify import verify_bundle
 from harness.probes import tamper
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "assets"))
 import synthetic  # noqa: E402
 

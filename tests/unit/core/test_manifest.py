@@ -27,7 +27,7 @@ from harness.core.errors import (
 )
 from harness.core.f32 import to_float32
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "evidence" / "manifests"
 H200 = MANIFESTS / "h200-forced-logit-gate.json"
 SMOKE = MANIFESTS / "smoke-interpreter.json"

@@ -22,7 +22,7 @@ from harness.core.errors import LimitError, NonFiniteLogitError, UsageError
 from harness.core.f32 import decode, runtime_p, to_float32
 from harness.core.oracle import Certified, canonical_order, reference
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MANIFESTS = ROOT / "evidence" / "manifests"
 H200 = MANIFESTS / "h200-forced-logit-gate.json"
 SMOKE = MANIFESTS / "smoke-interpreter.json"

@@ -19,7 +19,7 @@ from harness.core import bundle
 from harness.core.digest import sha256_hex
 from harness.core.errors import BindingMismatchError, LimitError, MalformedEvidenceError, UsageError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "assets"))
 import synthetic  # noqa: E402
 
 f32 = st.floats(width=32, allow_nan=True, allow_infinity=True)
