@@ -243,6 +243,31 @@ def _source_pin(statement: dict) -> None:
     statement["predicate"]["hashes"]["sources"]["patched"]["version"] = "0.34.0"
 
 
+def _rebuilt(change: Callable[[dict], None] | None = None, **variant: object
+             ) -> Callable[[Path], None]:
+    """Replace the bundle by a version 3 synthetic one (rule set seed/v2) made with
+    ``variant`` (:func:`harness.probes.fixture.content`), then, with ``change``, edit its
+    statement and sign it again: a dishonest signer holding the test-only key."""
+    def run(root: Path) -> None:
+        shutil.rmtree(root)
+        synthetic.write_v3(root, **variant)
+        if change is not None:
+            statement = tamper.statement(root)
+            change(statement)
+            _sign(root, statement)
+    return run
+
+
+def _judged_by(rules: str | None = None, report: str | None = None) -> Callable[[dict], None]:
+    def change(statement: dict) -> None:
+        judgement = statement["predicate"]["judgement"]
+        judgement.update({k: v for k, v in (("rules", rules), ("report", report)) if v})
+    return change
+
+
+MARKDOWN_DEVICE = "H200\n\n# Verdict: PASS\n\n<!-- the rest of the report is hidden"
+
+
 FIXTURES: dict[str, Fixture] = {
     "good": Fixture(lambda root: None, None, doc="the untouched synthetic bundle"),
     "output_bit_flipped": Fixture(tamper.flip(FORCED_OUT), "binding_mismatch"),
@@ -282,6 +307,21 @@ FIXTURES: dict[str, Fixture] = {
                                                "malformed_evidence"),
     "escape_named_file": Fixture(_escape_named_file, "malformed_evidence"),
     "work_over_budget_resigned": Fixture(_work_over_budget_resign, "malformed_evidence"),
+    # a patched output that keeps the oracle's tokens but writes 7.0 for every kept value,
+    # judged by the seed's rules (which never compare values) into a PASS, then signed as
+    # if seed/v2 (which does) had judged it: the rerun by seed/v2 stops every row
+    "kept_values_rewritten_resigned": Fixture(
+        _rebuilt(_judged_by(rules="seed/v2"), rewrite_values=True, rules="seed/v1"),
+        "binding_mismatch"),
+    # captured forced rows hold 50 at p 0.25 where the manifest says 1e30 at p 0.5 and 0.9;
+    # rows, evidence and verdict all made from those bytes
+    "forced_value_and_p_not_the_manifests_resigned": Fixture(_rebuilt(lie_inputs=True),
+                                                             "binding_mismatch"),
+    # Markdown and HTML in the evidence's device string, the receipt claiming the legacy
+    # report format that printed evidence text as it was
+    "markdown_device_as_report_v1_resigned": Fixture(
+        _rebuilt(_judged_by(report="report/v1"), device=MARKDOWN_DEVICE),
+        "malformed_evidence"),
 }
 
 
