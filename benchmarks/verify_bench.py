@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle", type=Path, default=BUNDLE)
     parser.add_argument("--pubkey", type=Path, default=PUBKEY)
     parser.add_argument("--frozen-manifest", type=Path, default=MANIFEST)
+    parser.add_argument("--goal", type=float, default=GOAL_S,
+                        help="seconds the verification should take at most (default 10, the "
+                        "H200 bundle's goal; issue 19 sets 30 for the largest deployment bundle)")
     args = parser.parse_args(argv)
 
     files = _files(args.bundle)
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"topp-gate verify (exit codes {sorted(codes)}): median {v:.2f} s of {args.repeats} "
           f"({', '.join(f'{x:.2f}' for x in checked)})")
     print(f"ratio verify / sha256sum: {v / b:.1f}x")
-    print(f"goal: at most {GOAL_S:.0f} s: {'met' if v <= GOAL_S else 'MISSED'}")
+    print(f"goal: at most {args.goal:.0f} s: {'met' if v <= args.goal else 'MISSED'}")
     return 0
 
 
