@@ -4,6 +4,7 @@ user's ``--pubkey``, or one of the project's built-in evidence keys. Torch-free.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 PUBKEY_HELP = ("the signer's Ed25519 public key (PEM), obtained out of band (default: the "
-               "built-in topp-gate project key, of the two shipped with the package, whose key "
+               "built-in topp-gate project key, of those shipped with the package, whose key "
                "id the envelope names)")
 
 
@@ -21,7 +22,8 @@ def add_pubkey_argument(parser: argparse.ArgumentParser) -> None:
 
 def signer_key(pubkey: Path | None, bundle: Path, *, say: bool = True) -> Ed25519PublicKey:
     """``--pubkey``, else the built-in project key the bundle's envelope names (its key id
-    is unverified and only picks between keys trusted anyway); ``say`` prints which."""
+    is unverified and only picks between keys trusted anyway); ``say`` tells which on
+    stderr (stdout stays the verb's result: ``verify --json`` prints one JSON object)."""
     from ..core.keys import keyid, load_public_key, project_public_key
     from ..core.verify import signer_hint
 
@@ -30,5 +32,5 @@ def signer_key(pubkey: Path | None, bundle: Path, *, say: bool = True) -> Ed2551
     key = project_public_key(signer_hint(bundle))
     if say:
         print(f"using a built-in topp-gate project evidence key (key id {keyid(key)}; "
-              "pass --pubkey for another signer)")
+              "pass --pubkey for another signer)", file=sys.stderr)
     return key

@@ -77,7 +77,7 @@ def test_without_pubkey_the_project_key_is_used_and_foreign_bundles_fail(capsys)
     # The synthetic fixtures are signed by a test-only key, not the project's key.
     assert main(["verify", str(TAMPER / "good")]) == 4
     captured = capsys.readouterr()
-    assert "built-in topp-gate project evidence key" in captured.out
+    assert "built-in topp-gate project evidence key" in captured.err  # stdout: results only
     assert "bad_signature" in captured.err
 
 

@@ -35,6 +35,14 @@ def test_json_of_a_verified_stop_names_rows_by_reason_and_the_judgement(capsys):
     assert found["harness"]["recorded"] != found["harness"]["this_verifier"]
 
 
+def test_json_without_pubkey_is_one_json_object_on_stdout(capsys):
+    # the note naming the built-in key goes to stderr, so a CI script can parse stdout
+    assert main(["verify", str(SMOKE), "--json"]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["verified"] is True
+    assert "built-in topp-gate project evidence key" in captured.err
+
+
 def test_json_of_a_refused_bundle_names_the_code_and_keeps_exit_4(tmp_path, capsys):
     synthetic.write_v3(tmp_path / "b", lie_inputs=True)
     assert main(["verify", str(tmp_path / "b"), "--pubkey", PUB, "--json"]) == 4
