@@ -578,6 +578,8 @@ class _KernelPlatform:
         self.original: dict[int, Any] = {}
 
     def set(self, module: Any, cuda: bool) -> str | None:
+        if not cuda and not hasattr(module, "current_platform"):
+            return None  # a release before 0.30.0 binds no platform in the kernel module
         key = id(module)
         if key not in self.original:
             self.original[key] = module.current_platform
