@@ -48,7 +48,8 @@ def test_every_verifying_md_command_works_pasted_in_order_on_a_fresh_clone(tmp_p
     scratch.mkdir()
     lines = []
     for i, (command, _) in enumerate(documented_commands()):
-        command = command.replace("REPO", str(ROOT)).replace("/tmp/", f"{scratch}/")
+        # /tmp/ first: the checkout itself may live under /tmp (CI's fresh clone does)
+        command = command.replace("/tmp/", f"{scratch}/").replace("REPO", str(ROOT))
         lines += [command, f'echo "__rc__ {i} $?"']
     home = tmp_path / "home"
     home.mkdir()
