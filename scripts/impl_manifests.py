@@ -107,21 +107,45 @@ def pr_matrix(source: dict, rules: str) -> dict:
                            f"judged by {rules}. {source['description']}"}
 
 
+# Every implementation a server runs on the deployment matrix (issue 19's, the same captured
+# inputs as the Triton bundles of evidence/deploy/): FlashInfer's samplers, each case on the
+# one vLLM 0.33.0's flashinfer_sample calls for its batch (the family's per-case guess:
+# path None), and vLLM 0.33.0's PyTorch sort path.
+DEPLOY_RUNS = [
+    ("h200-deploy-flashinfer-0.7.2.post1-sampling", FLASHINFER, None, "support/v1"),
+    ("h200-deploy-vllm-pytorch-0.33.0-sort", PYTORCH, "sort", "serve/v1"),
+]
+
+
+def deploy_matrix(source: dict, rules: str) -> dict:
+    return {**source, "rules": rules,
+            "description": f"Issue 21 on the H200: the cases of the deployment matrix (issue "
+                           f"19), judged by {rules}. {source['description']}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out-dir", type=Path, default=ROOT / "evidence/manifests/impls")
     parser.add_argument("--cases", type=Path, default=None)
     parser.add_argument("--pr-matrix", type=Path, default=None,
-                        help="also write the top-p paths on this matrix (pr-cuda.json)")
+                        help="write the top-p paths on this matrix instead (pr-cuda.json)")
+    parser.add_argument("--deploy-matrix", type=Path, default=None,
+                        help="write FlashInfer's samplers and vLLM's PyTorch path on this "
+                             "matrix instead (harness/data/matrices/deploy.json)")
     args = parser.parse_args(argv)
     cases = CASES if args.cases is None else json.loads(args.cases.read_text("utf-8"))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    runs = [(name, pin, path, matrix(workload, rules, cases))
+    runs: list[tuple[str, Path, str | None, dict]] = [
+        (name, pin, path, matrix(workload, rules, cases))
             for name, pin, path, workload, rules in RUNS]
     if args.pr_matrix is not None:
         source = json.loads(args.pr_matrix.read_text("utf-8"))
         runs = [(name, pin, path, pr_matrix(source, rules))
                 for name, pin, path, rules in PR_RUNS]
+    if args.deploy_matrix is not None:
+        source = json.loads(args.deploy_matrix.read_text("utf-8"))
+        runs = [(name, pin, path, deploy_matrix(source, rules))
+                for name, pin, path, rules in DEPLOY_RUNS]
     with tempfile.TemporaryDirectory() as tmp:
         for name, pin, path, document in runs:
             spec = Path(tmp) / f"{name}.matrix.json"

@@ -151,7 +151,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
         "tree_sha256": pin.data["tree_sha256"],
     }
     kernel: bytes | None = None
-    if (spec.dispatch is None and pin.family == families.DEFAULT) or spec.patch is not None:
+    if spec.dispatch is None or spec.patch is not None:  # the family guesses from the source
         side = pin.side("stock")
         try:
             tree = resolve_tree(side, cache=cache)

@@ -20,11 +20,24 @@ None of that reaches a kernel child: before any child starts, :func:`make_privat
 The child then hashes the copy again after its import and records those hashes
 (``kernel_sha256``, ``tree_sha256``) in its evidence: the bytes imported. Hard links are
 not refused: the bytes are copied once and the copy is what is hashed and imported.
+
+Every copied file carries one fixed modification time (:data:`FIXED_MTIME`, 1980-01-01,
+the zip epoch). A family whose kernel is built at run time by a tool that keys its cache on
+paths and times (FlashInfer's JIT: ninja, with the copy's absolute paths in its build file)
+asks for a *stable* copy (``stable=True``): the folder is not ``mkdtemp``'s random name but
+``topp-gate-stable-<sha256 of the pinned file list, 16 hex>`` under the parent, made fresh
+(a leftover folder of that name is removed first, never reused), held under an exclusive
+``flock`` on ``<name>.lock`` for as long as the copy exists. Two copies of the same pinned
+files then have the same paths and times, so the build tool finds its earlier build up to
+date instead of rebuilding it; a second run of the same files on the machine waits for the
+first to finish with its copy. What is imported is still copied and hashed anew each time.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import json
 import os
 import shutil
 import stat
@@ -34,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.digest import sha256_file
+from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import EvidenceDriftError, SourcesError
 from ..core.safeio import read_capped
 
@@ -42,6 +55,7 @@ MAX_PINNED_FILE_BYTES = 64 << 20
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _LINK_ERRNOS = (errno.ELOOP, errno.EMLINK, errno.ENOTDIR)
+FIXED_MTIME = 315532800  # 1980-01-01T00:00:00Z: every copied file's atime and mtime
 
 
 @dataclass(frozen=True)
@@ -53,9 +67,38 @@ class PrivateTree:
     tree: Path
     pycache: Path
     files: Mapping[str, str] = field(repr=False)
+    lock_fd: int | None = field(default=None, repr=False)  # held by a stable copy
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.lock_fd is not None:
+            os.close(self.lock_fd)  # releases the flock
+
+
+def stable_name(files: Mapping[str, str]) -> str:
+    """The folder name of a stable copy of ``files`` (path -> sha256)."""
+    listing = json.dumps(sorted(files.items()), separators=(",", ":")).encode("utf-8")
+    return f"topp-gate-stable-{sha256_hex(listing)[:16]}"
+
+
+def _claim_stable(files: Mapping[str, str], parent: Path | None) -> tuple[Path, int]:
+    """Lock ``<name>.lock`` (waiting for another holder), then make ``<name>`` fresh."""
+    base = Path(parent if parent is not None else tempfile.gettempdir()).resolve()
+    root = base / stable_name(files)
+    lock_fd = os.open(root.with_name(root.name + ".lock"),
+                      os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        if root.is_symlink() or root.exists():
+            if root.is_symlink() or not root.is_dir() or root.lstat().st_uid != os.getuid():
+                raise SourcesError(f"stable copy folder {root} is not a folder of this user;"
+                                   " refused")
+            shutil.rmtree(root)  # a leftover of a killed run: never reused
+        root.mkdir(mode=0o700)
+        return root, lock_fd
+    except BaseException:
+        os.close(lock_fd)
+        raise
 
 
 def _refuse(side: str, rel: str, why: str) -> SourcesError:
@@ -106,10 +149,14 @@ def read_pinned(root_fd: int, rel: str, side: str) -> bytes:
 
 
 def make_private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
-                      parent: Path | None = None) -> PrivateTree:
+                      parent: Path | None = None, stable: bool = False) -> PrivateTree:
     """Copy the pinned ``files`` (path -> sha256) of ``source`` into a fresh 0700 folder
     and check the copy's hashes (see the module docstring). The caller removes it."""
-    root = Path(tempfile.mkdtemp(prefix=f"topp-gate-{side_name}-", dir=parent)).resolve()
+    lock_fd = None
+    if stable:
+        root, lock_fd = _claim_stable(files, parent)
+    else:
+        root = Path(tempfile.mkdtemp(prefix=f"topp-gate-{side_name}-", dir=parent)).resolve()
     try:
         tree, pycache = root / "tree", root / "pycache"
         tree.mkdir(mode=0o700)
@@ -130,6 +177,7 @@ def make_private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
                              | os.O_CLOEXEC, 0o600)
                 with os.fdopen(fd, "wb") as handle:
                     handle.write(data)
+                os.utime(target, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
         finally:
             os.close(root_fd)
         copied = {rel: sha256_file(tree / rel) for rel in sorted(files)}  # hashed after
@@ -137,17 +185,20 @@ def make_private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
             if digest != files[rel]:
                 raise EvidenceDriftError(f"{side_name} tree file {rel} (private copy)",
                                          files[rel], digest)
-        return PrivateTree(root=root, tree=tree, pycache=pycache, files=copied)
+        return PrivateTree(root=root, tree=tree, pycache=pycache, files=copied,
+                           lock_fd=lock_fd)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
+        if lock_fd is not None:
+            os.close(lock_fd)
         raise
 
 
 @contextmanager
 def private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
-                 parent: Path | None = None) -> Iterator[PrivateTree]:
+                 parent: Path | None = None, stable: bool = False) -> Iterator[PrivateTree]:
     """:func:`make_private_tree`, removed when the block ends."""
-    copy = make_private_tree(side_name, files, source, parent=parent)
+    copy = make_private_tree(side_name, files, source, parent=parent, stable=stable)
     try:
         yield copy
     finally:

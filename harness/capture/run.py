@@ -45,6 +45,7 @@ from ..core.report import DEFAULT_REPORT
 from ..core.rulesets import rule_set
 from ..core.support_rules import case_draws
 from ..core.terminal import printable
+from . import families
 from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
 from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
@@ -346,8 +347,7 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
         # Each side's private copy, made once and hashed after copying, before anything
         # else: what runs (and what the diff and the receipt read) is what was pinned,
         # whatever happens to the checked source trees from now on.
-        private = {name: copies.enter_context(private_tree(name, side.files, tree))
-                   for name, (side, tree) in checked.items()}
+        private = private_copies(checked, copies)
         sides = {name: (side, private[name].tree) for name, (side, _) in checked.items()}
         _say(progress, f"building captured inputs for {len(manifest.cases)} cases")
         write_cases(manifest, work)
@@ -372,6 +372,23 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
         written = write_bundle(options.out, content, key,
                                max_bytes=int(limits["max_bundle_bytes"]))
     return RunOutcome(written, result)
+
+
+def private_copies(checked: Mapping[str, tuple[Side, Path]],
+                   copies: contextlib.ExitStack) -> dict[str, PrivateTree]:
+    """Each side's private copy, removed when ``copies`` closes. Two sides of a family that
+    asks for a stable copy (``Family.stable_copy``) share one when they pin the same files
+    (the same bytes at the same paths: its run-time build is made once); every other side
+    gets its own."""
+    private: dict[str, PrivateTree] = {}
+    for name, (side, tree) in checked.items():
+        stable = families.get(side.family).stable_copy
+        twin = next((private[other] for other, (seen, _) in checked.items()
+                     if other in private and stable and seen.family == side.family
+                     and dict(seen.files) == dict(side.files)), None)
+        private[name] = twin if twin is not None else copies.enter_context(
+            private_tree(name, side.files, tree, stable=stable))
+    return private
 
 
 @dataclass

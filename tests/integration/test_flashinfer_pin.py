@@ -63,7 +63,8 @@ def test_the_closure_is_sampling_and_its_jit_sources_not_the_package(pinned):
 def test_the_interpreter_has_no_flashinfer_path():
     family = families.get("flashinfer")
     assert family.dispatch_paths == ("top-p-renorm", "top-k-renorm", "top-k-mask",
-                                     "top-p-sampling", "top-k-top-p-sampling")
+                                     "top-p-sampling", "top-k-top-p-sampling",
+                                     "top-k-sampling")
     from harness.core.errors import KernelChildError
 
     with pytest.raises(KernelChildError, match="CUDA only"):
@@ -92,7 +93,8 @@ def test_the_child_imports_flashinfer_sampling_without_its_package_init(pinned, 
         assert info["flashinfer_version"] == "0.7.2.post1"
         assert info["flashinfer_modules_loaded"] == 17 and "flashinfer" in info["bare_packages"]
         for entry in ("top_p_renorm_probs", "top_k_renorm_probs", "top_k_mask_logits",
-                      "top_p_sampling_from_probs", "top_k_top_p_sampling_from_logits"):
+                      "top_p_sampling_from_probs", "top_k_top_p_sampling_from_logits",
+                      "top_k_sampling_from_probs"):
             assert callable(getattr(module, entry))
     finally:
         sys.path.remove(str(tree))
@@ -116,6 +118,13 @@ class _StandIn:
             indices.dtype)
 
     @staticmethod
+    def top_k_sampling_from_probs(probs, top_k, indices=None, deterministic=True, seed=None,
+                                  offset=None):
+        assert top_k.shape == indices.shape
+        return _StandIn.top_p_sampling_from_probs(probs, top_k.float(), indices,
+                                                  deterministic, seed, offset)
+
+    @staticmethod
     def top_k_top_p_sampling_from_logits(logits, top_k, top_p, indices=None,
                                          deterministic=True, seed=None, offset=None):
         assert top_k.shape == top_p.shape == indices.shape
@@ -132,6 +141,7 @@ def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts():
     logits = torch.tensor([[5.0, 4.0, -30.0, -30.0], [0.0, 0.0, 0.0, 0.0]])
     p = torch.tensor([0.9, 0.9])
     for path, entry in (("top-p-sampling", _StandIn.top_p_sampling_from_probs),
+                        ("top-k-sampling", _StandIn.top_k_sampling_from_probs),
                         ("top-k-top-p-sampling", _StandIn.top_k_top_p_sampling_from_logits)):
         observer = _Recording(EntryObserver(entry, entry.__name__), family)
         with observer:
@@ -144,3 +154,16 @@ def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts():
             drawn = {t for t, _ in counts}
             assert {i for i in range(4) if out[row, i] != float("-inf")} == drawn
             assert all(out[row, i] == logits[row, i] for i in drawn)
+
+
+def test_the_sampler_of_a_batch_is_the_one_vllm_0_33_calls():
+    """vLLM 0.33.0's flashinfer_sample (vllm/v1/sample/ops/topk_topp_sampler.py): k None ->
+    top_p_sampling_from_probs, p None -> top_k_sampling_from_probs, else
+    top_k_top_p_sampling_from_logits; a row without top-k carries k = V, without top-p 1.0."""
+    family = families.get("flashinfer")
+    guess = family.guess_case_path
+    assert guess(b"", 2, 100, [100, 100], [0.9, 0.5]) == "top-p-sampling"
+    assert guess(b"", 2, 100, [20, 100], [1.0, 1.0]) == "top-k-sampling"
+    assert guess(b"", 2, 100, [20, 100], [1.0, 0.9]) == "top-k-top-p-sampling"
+    assert guess(b"", 1, 100, [20], [0.9]) == "top-k-top-p-sampling"
+    assert family.stable_copy  # the JIT build is keyed by the copy's paths and times

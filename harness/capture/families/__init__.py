@@ -90,6 +90,10 @@ class Family:
     dispatch_paths: tuple[str, ...] = ()  # the paths a side of this family may declare
     default_dispatch: str = ""
     distribution: str = "vllm"  # the pip name ``sources pin NAME==X`` downloads
+    # the kernel is built at run time by a tool whose cache is keyed by paths and times
+    # (FlashInfer's JIT): its private copy is a stable one (:mod:`..private_tree`), shared
+    # by the two sides of a run when they pin the same files
+    stable_copy: bool = False
 
     # --- pinning (parent side) ---
 

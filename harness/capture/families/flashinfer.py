@@ -24,11 +24,25 @@ samplers):
   (``top_k_renorm_probs(probs, k)``): kept = output probability nonzero;
 * ``top-k-mask`` (``top_k_mask_logits(logits, k)``): kept = output finite;
 * ``top-p-sampling`` (``top_p_sampling_from_probs(probs, p, indices, deterministic=True,
-  seed, offset)``) and ``top-k-top-p-sampling`` (``top_k_top_p_sampling_from_logits(logits,
-  k, p, indices, deterministic=True, seed, offset)``): :data:`DRAWS` draws per row in one
-  call (``indices`` repeats the batch, and with it each row's k and p), with the fixed
-  :data:`SEED` and offset 0; kept = the tokens drawn; the per-row counts are recorded in
-  the case's evidence (``draws``).
+  seed, offset)``), ``top-k-sampling`` (``top_k_sampling_from_probs(probs, k, indices,
+  deterministic=True, seed, offset)``) and ``top-k-top-p-sampling``
+  (``top_k_top_p_sampling_from_logits(logits, k, p, indices, deterministic=True, seed,
+  offset)``): :data:`DRAWS` draws per row in one call (``indices`` repeats the batch, and
+  with it each row's k and p), with the fixed :data:`SEED` and offset 0; kept = the tokens
+  drawn; the per-row counts are recorded in the case's evidence (``draws``).
+
+Which sampler a batch gets (``manifest new``'s per-case guess, :meth:`FlashInfer.
+guess_case_path`) is what vLLM 0.33.0's ``flashinfer_sample``
+(``vllm/v1/sample/ops/topk_topp_sampler.py``) calls: ``top_p_sampling_from_probs`` when no
+row of the batch has top-k, ``top_k_sampling_from_probs`` when no row has top-p, else
+``top_k_top_p_sampling_from_logits`` for the whole batch (rows without top-k carry k = V,
+rows without top-p carry p = 1).
+
+The JIT keys its build on the sources' absolute paths and times, so the family asks for a
+stable private copy (``stable_copy``): the module is built once per machine and pinned tree,
+and every later child (the other side of a run, the next run) finds ninja's build up to
+date and loads it. The child records the sha256 of the shared object it loaded
+(``jit_library_sha256``) and whether this child built it.
 
 ``probs`` is ``logits.softmax(dim=-1, dtype=torch.float32)`` computed in the child on the
 device, exactly as vLLM's ``flashinfer_sample`` computes it right before the call; its sha256
@@ -44,6 +58,7 @@ from __future__ import annotations
 import inspect
 import re
 import sys
+import time
 import types
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -56,6 +71,7 @@ TOP_P_RENORM = "top-p-renorm"
 TOP_K_RENORM = "top-k-renorm"
 TOP_K_MASK = "top-k-mask"
 TOP_P_SAMPLING = "top-p-sampling"
+TOP_K_SAMPLING = "top-k-sampling"
 TOP_K_TOP_P_SAMPLING = "top-k-top-p-sampling"
 ENTRIES = {
     TOP_P_RENORM: "top_p_renorm_probs",
@@ -63,8 +79,9 @@ ENTRIES = {
     TOP_K_MASK: "top_k_mask_logits",
     TOP_P_SAMPLING: "top_p_sampling_from_probs",
     TOP_K_TOP_P_SAMPLING: "top_k_top_p_sampling_from_logits",
+    TOP_K_SAMPLING: "top_k_sampling_from_probs",
 }
-SAMPLING = (TOP_P_SAMPLING, TOP_K_TOP_P_SAMPLING)
+SAMPLING = (TOP_P_SAMPLING, TOP_K_SAMPLING, TOP_K_TOP_P_SAMPLING)
 DRAWS = 64  # predeclared draws per row of a sampling path
 SEED = 20261201  # the fixed Philox seed of every sampling call (offset 0)
 
@@ -79,6 +96,16 @@ def jit_files(names: Collection[str]) -> set[str]:
     found = {DATA + c for c in CSRC} & set(names)
     found |= {n for n in names if any(n.startswith(DATA + d) for d in HEADER_DIRS)}
     return found
+
+
+def sampler_for(vocab: int, ks: list[int], ps: list[float]) -> str:
+    """vLLM 0.33.0's ``flashinfer_sample``: top-p sampling when no row has top-k (k is
+    None), top-k sampling when no row has top-p (p is None), else top-k-then-top-p."""
+    if all(k >= vocab for k in ks):
+        return TOP_P_SAMPLING
+    if all(p >= 1.0 for p in ps):
+        return TOP_K_SAMPLING
+    return TOP_K_TOP_P_SAMPLING
 
 
 class EntryObserver:
@@ -118,6 +145,7 @@ class FlashInfer(Family):
     closure_roots = ("flashinfer.sampling",)
     dispatch_paths = tuple(ENTRIES)
     default_dispatch = TOP_P_SAMPLING
+    stable_copy = True
     # set in the kernel child by the call just made (read by its observer's proof)
     _draws: list[list[list[int]]] | None = None
     _probs_sha256: str | None = None
@@ -129,6 +157,11 @@ class FlashInfer(Family):
                         bare=True)
         return Closure(found.files | frozenset(jit_files(names)), found.placeholders,
                        found.third_party)
+
+    def guess_case_path(self, kernel: bytes, batch: int, vocab: int, ks: list[int],
+                        ps: list[float]) -> str | None:
+        """The sampler vLLM 0.33.0's ``flashinfer_sample`` calls for this batch."""
+        return sampler_for(vocab, ks, ps)
 
     def extra_files(self, names: Collection[str]) -> list[str]:
         return sorted(n for n in names if re.fullmatch(
@@ -187,7 +220,7 @@ class FlashInfer(Family):
         k = k.to(logits.device, torch.int32)
         fn = getattr(module, ENTRIES[dispatch])
         probs = None
-        if dispatch in (TOP_P_RENORM, TOP_K_RENORM, TOP_P_SAMPLING):
+        if dispatch in (TOP_P_RENORM, TOP_K_RENORM, TOP_P_SAMPLING, TOP_K_SAMPLING):
             probs = logits.softmax(dim=-1, dtype=torch.float32)
             self._probs_sha256 = _tensor_sha256(probs)
         if dispatch == TOP_P_RENORM:
@@ -202,6 +235,9 @@ class FlashInfer(Family):
             p_out, k_out = p.repeat(DRAWS), k.repeat(DRAWS)
             if dispatch == TOP_P_SAMPLING:
                 drawn = fn(probs, p_out, indices=indices, deterministic=True, seed=SEED,
+                           offset=0)
+            elif dispatch == TOP_K_SAMPLING:
+                drawn = fn(probs, k_out, indices=indices, deterministic=True, seed=SEED,
                            offset=0)
             else:
                 drawn = fn(logits, k_out, p_out, indices=indices, deterministic=True,
@@ -252,7 +288,27 @@ class _Recording:
         probs = getattr(self.family, "_probs_sha256", None)
         if probs is not None:
             proof["probs_sha256"] = probs
+        proof["jit_library"] = jit_library()
         return proof
+
+
+_CHILD_STARTED = time.time()
+
+
+def jit_library() -> dict[str, Any]:
+    """The sampling module's JIT-built shared object this child loaded: its sha256, and
+    whether this child built it (modified after the child started) or found ninja's build
+    up to date. Recorded, never judged: the verifier cannot rebuild it."""
+    try:
+        spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
+        path = Path(spec.jit_library_path)
+        data = path.read_bytes()
+        built = path.stat().st_mtime >= _CHILD_STARTED
+    except Exception as err:  # recorded as evidence, never fatal
+        return {"error": f"{type(err).__name__}: {err}"[:300]}
+    from ...core.digest import sha256_hex
+
+    return {"sha256": sha256_hex(data), "bytes": len(data), "built_by_this_child": built}
 
 
 FAMILY = register(FlashInfer())

@@ -179,7 +179,7 @@ def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
     if isinstance(tree, PrivateTree):
         return _run_child(side, tree, family, backend, num_sm, cases_json, out_dir,
                           timeout_s, repeats, fault, dispatch, case_paths)
-    with private_tree(side.name, side.files, tree) as copy:
+    with private_tree(side.name, side.files, tree, stable=family.family.stable_copy) as copy:
         return _run_child(side, copy, family, backend, num_sm, cases_json, out_dir,
                           timeout_s, repeats, fault, dispatch, case_paths)
 
