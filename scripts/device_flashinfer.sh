@@ -2,10 +2,12 @@
 # One call on the lent NVIDIA H200 (no network): issue 21's implementation gates. Every frozen
 # manifest under evidence/manifests/impls/ (FlashInfer 0.7.2.post1, one per path: top-p-renorm,
 # top-k-renorm, top-k-mask, top-p-sampling, top-k-top-p-sampling; vLLM 0.33.0's PyTorch sort
-# path on CUDA) runs with --backend cuda, is signed with .carry/topp-gate-evidence-3.key and
-# verified on the device. FlashInfer's sampling module is JIT-built with the machine's nvcc from
-# the pinned sources on the first FlashInfer run (cached in /tmp/fi-workspace for the others
-# and for a second call while the machine is warm). A run that fails records its stop in a
+# path on CUDA) runs with --backend cuda, one after another, is signed with $KEY
+# (scripts/device_common.sh) and verified on the device. FlashInfer's sampling module is
+# JIT-built with the machine's nvcc from
+# the pinned sources on the first FlashInfer run, once: the family's stable private copy keeps
+# the same paths and times, so every later child finds ninja's build in /tmp/fi-workspace up
+# to date (a second call while the machine is warm too). A run that fails records its stop in a
 # complete, signed bundle; the script goes on with the next manifest. A manifest whose bundle
 # already exists in /tmp/impls/bundles (an earlier call on the same warm machine) is skipped.
 # Everything it needs is carried in ignored folders:
@@ -13,25 +15,17 @@
 #            pycparser, rfc8785, pyzmq, and apache-tvm-ffi (cp312; FlashInfer's JIT binds
 #            through it)
 #   .carry/  impls-sources.tar.xz ('topp-gate sources export DIR --pin ...' of the FlashInfer
-#            and vllm-pytorch pins, as a tar.xz) and topp-gate-evidence-3.key (public half:
-#            evidence/keys/topp-gate-evidence-3.pub)
+#            and vllm-pytorch pins, as a tar.xz) and the signing key ($KEY)
 # Results in $OUT: impls.log (preflight, every run's and verify's output) and the bundles as
-# one tar in 15 MiB parts (impls-bundles.tar.part-NN) with its sha256 in the log.
+# one tar.xz in 15 MiB parts (impls-bundles.tar.xz.part-NN) with its sha256 in the log.
 #
 #   device run: bash scripts/device_flashinfer.sh   (carry: .whl .carry)
 set -uo pipefail
-OUT=${OUT:?set by the device tool}
 RUN_TIMEOUT=${RUN_TIMEOUT:-560}  # seconds per manifest (the call's limit is 600 in all)
 MANIFESTS=${MANIFESTS:-evidence/manifests/impls/*.json}
-export TOPP_GATE_SOURCE_COMMIT=${TOPP_GATE_SOURCE_COMMIT:-} TOPP_GATE_SOURCE_CLEAN=${TOPP_GATE_SOURCE_CLEAN:-}
-export GIT_DIR=/nonexistent-topp-gate-git  # the caller's claim is what receipts record
-# one install of the carried wheels, shared by device scripts started side by side
-flock /tmp/topp-gate-site.lock sh -c '[ -f /tmp/site/.installed ] || {
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }' || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
+PUB=${PUB:-evidence/keys/topp-gate-evidence-4.pub}
+. scripts/device_common.sh
 export FLASHINFER_WORKSPACE_BASE=/tmp/fi-workspace MAX_JOBS=${MAX_JOBS:-16}
-chmod 600 .carry/topp-gate-evidence-3.key  # run refuses a key others may read
 work=/tmp/impls
 mkdir -p "$work/sources" "$work/bundles" "$FLASHINFER_WORKSPACE_BASE"
 [ -n "$(ls -A "$work/sources")" ] || tar -C "$work/sources" -xJf .carry/impls-sources.tar.xz || exit 1
@@ -48,22 +42,14 @@ for manifest in $MANIFESTS; do
   [ -d "$bundle" ] && { echo "== $name: bundle exists, skipped" >> "$log"; continue; }
   echo "== $name ($(date -u +%T))" >> "$log"
   timeout "$RUN_TIMEOUT" python3 -m harness run --manifest "$manifest" --out "$bundle" \
-    --key .carry/topp-gate-evidence-3.key --sources "$work/sources" >> "$log" 2>&1
+    --key "$KEY" --sources "$work/sources" >> "$log" 2>&1
   echo "run rc=$? (0 PASS, 1 STOP, 2 refused, 124 timeout)" >> "$log"
   if [ -d "$bundle" ]; then
-    python3 -m harness verify "$bundle" --pubkey evidence/keys/topp-gate-evidence-3.pub \
-      --frozen-manifest "$manifest" >> "$log" 2>&1
+    python3 -m harness verify "$bundle" --pubkey "$PUB" --frozen-manifest "$manifest" >> "$log" 2>&1
     echo "verify rc=$? (0 verified PASS, 1 verified STOP, 4 refused)" >> "$log"
   fi
 done
-if [ -n "$(ls -A "$work/bundles")" ]; then
-  # files ordered by their path inside a bundle, so the identical captured inputs of
-  # several bundles sit side by side and xz stores them once
-  (cd "$work/bundles" && find . -type f | LC_ALL=C sort -t/ -k3 -k2 \
-    | tar -cf - --no-recursion -T -) | xz -T0 -6 > /tmp/impls-bundles.tar.xz
-  sha256sum /tmp/impls-bundles.tar.xz >> "$log"
-  split -b 15M -d /tmp/impls-bundles.tar.xz "$OUT/impls-bundles.tar.xz.part-"
-fi
+[ -n "$(ls -A "$work/bundles")" ] && device_tar impls-bundles "$work/bundles" >> "$log"
 # the JIT's build log, when a FlashInfer run could not build (the reason, for the report)
 find "$FLASHINFER_WORKSPACE_BASE" -name '*.log' -size -2M -exec tail -n 40 {} + >> "$log" 2>/dev/null
 date -u >> "$log"

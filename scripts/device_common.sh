@@ -1,0 +1,29 @@
+# Sourced by the scripts/device_*.sh scripts (never run alone): what every call on the lent
+# GPU machine (no network) does first.
+#   - OUT must be set (by the device tool); KEY is the signing key carried in .carry/
+#     (default: evidence key 4, public half evidence/keys/topp-gate-evidence-4.pub);
+#   - the working tree carries no usable .git: the caller names the commit it was copied
+#     from (TOPP_GATE_SOURCE_COMMIT, TOPP_GATE_SOURCE_CLEAN), which every receipt records as a
+#     claim, and GIT_DIR points nowhere so a stale .git in the copy is never read;
+#   - the carried wheels (.whl/) are installed once into /tmp/site, under a lock, so scripts
+#     started side by side share one install;
+#   - PYTHONPATH, unbuffered output and one Triton cache for every run.
+OUT=${OUT:?set by the device tool}
+KEY=${KEY:-.carry/topp-gate-evidence-4.key}
+export TOPP_GATE_SOURCE_COMMIT=${TOPP_GATE_SOURCE_COMMIT:-} TOPP_GATE_SOURCE_CLEAN=${TOPP_GATE_SOURCE_CLEAN:-}
+export GIT_DIR=/nonexistent-topp-gate-git
+flock /tmp/topp-gate-site.lock sh -c '[ -f /tmp/site/.installed ] || {
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }' || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
+chmod 600 "$KEY" || exit 1  # run refuses a key others may read
+
+# device_tar NAME DIR: DIR's files as $OUT/NAME.tar.xz.part-NN (15 MiB parts), ordered by
+# their path inside a bundle so the identical captured inputs of several bundles sit side by
+# side and xz stores them once; the archive's sha256 goes to stdout.
+device_tar() {
+  (cd "$(dirname "$2")" && find "$(basename "$2")" -type f | LC_ALL=C sort -t/ -k3 -k2 \
+    | tar -cf - --no-recursion -T -) | xz -T0 -6 > "/tmp/$1.tar.xz"
+  sha256sum "/tmp/$1.tar.xz"
+  split -b 15M -d "/tmp/$1.tar.xz" "$OUT/$1.tar.xz.part-"
+}
