@@ -22,11 +22,15 @@
 #   device run: bash scripts/device_flashinfer.sh   (carry: .whl .carry)
 set -uo pipefail
 RUN_TIMEOUT=${RUN_TIMEOUT:-560}  # seconds per manifest (the call's limit is 600 in all)
+# no manifest starts after DEADLINE (epoch seconds; default: RUN_TIMEOUT from now), and none
+# runs past it, so the bundles already made are always packed and come back
+DEADLINE=${DEADLINE:-$(( $(date +%s) + RUN_TIMEOUT ))}
 MANIFESTS=${MANIFESTS:-evidence/manifests/impls/*.json}
+WORK=${WORK:-/tmp/impls}  # another WORK (and OUT) lets two chains run side by side
 PUB=${PUB:-evidence/keys/topp-gate-evidence-4.pub}
 . scripts/device_common.sh
 export FLASHINFER_WORKSPACE_BASE=/tmp/fi-workspace MAX_JOBS=${MAX_JOBS:-16}
-work=/tmp/impls
+work=$WORK
 mkdir -p "$work/sources" "$work/bundles" "$FLASHINFER_WORKSPACE_BASE"
 [ -n "$(ls -A "$work/sources")" ] || tar -C "$work/sources" -xJf .carry/impls-sources.tar.xz || exit 1
 log=$OUT/impls.log
@@ -40,8 +44,10 @@ for manifest in $MANIFESTS; do
   name=$(basename "$manifest" .json)
   bundle=$work/bundles/$name-cuda
   [ -d "$bundle" ] && { echo "== $name: bundle exists, skipped" >> "$log"; continue; }
-  echo "== $name ($(date -u +%T))" >> "$log"
-  timeout "$RUN_TIMEOUT" python3 -m harness run --manifest "$manifest" --out "$bundle" \
+  left=$(( DEADLINE - $(date +%s) ))
+  [ "$left" -ge 60 ] || { echo "== $name: not started, ${left} s before the deadline" >> "$log"; continue; }
+  echo "== $name ($(date -u +%T), $(( left < RUN_TIMEOUT ? left : RUN_TIMEOUT )) s at most)" >> "$log"
+  timeout "$(( left < RUN_TIMEOUT ? left : RUN_TIMEOUT ))" python3 -m harness run --manifest "$manifest" --out "$bundle" \
     --key "$KEY" --sources "$work/sources" >> "$log" 2>&1
   echo "run rc=$? (0 PASS, 1 STOP, 2 refused, 124 timeout)" >> "$log"
   if [ -d "$bundle" ]; then

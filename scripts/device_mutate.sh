@@ -16,6 +16,9 @@
 set -uo pipefail
 JOBS=${JOBS:-10}
 MATRIX=${MATRIX:-pr-cuda-v2}
+# mutate is stopped at DEADLINE (epoch seconds; default 540 s from now), so the log (and
+# whatever it wrote) always comes back within the call's 600 s
+DEADLINE=${DEADLINE:-$(( $(date +%s) + 540 ))}
 . scripts/device_common.sh
 work=/tmp/mutate-$MATRIX
 mkdir -p "$work/cache/trees"
@@ -27,7 +30,7 @@ log=$OUT/mutate-$MATRIX.log
   python3 -c 'import sys, torch, triton; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
   echo "source commit (claimed by the caller): ${TOPP_GATE_SOURCE_COMMIT:-none} clean=${TOPP_GATE_SOURCE_CLEAN:-?}"
   started=$(date +%s)
-  TOPP_GATE_CACHE=$work/cache python3 -m harness mutate \
+  TOPP_GATE_CACHE=$work/cache timeout "$(( DEADLINE - started ))" python3 -m harness mutate \
     --manifest "evidence/manifests/pr/$MATRIX.json" --backend cuda \
     --out "$work/$MATRIX-mutation" --key "$KEY" --sources "$work/cache/trees" \
     --jobs "$JOBS" --run-timeout "${RUN_TIMEOUT:-420}" --vllm-sampler .carry/topk_topp_sampler.py
