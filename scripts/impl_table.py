@@ -62,9 +62,14 @@ def _keys(table: Path) -> dict[str, str]:
 
 
 def _side(manifest: dict[str, Any], side: str) -> str:
+    """Family, version and path; every path the side's cases take when they differ (a
+    version 3 manifest's per-case ``paths``, e.g. FlashInfer's sampler of each batch)."""
     entry = manifest["sources"]["sides"][side]
     family = entry.get("family", "vllm-triton")
-    return f"{family} {entry['version']} `{entry.get('dispatch', 'split')}`"
+    default = entry.get("dispatch", "split")
+    paths = sorted({(c.get("paths") or {}).get(side, default) for c in manifest["cases"]})
+    shown = " / ".join(f"`{path}`" for path in paths or [default])
+    return f"{family} {entry['version']} {shown}"
 
 
 def _workload(manifest: dict[str, Any]) -> str:
