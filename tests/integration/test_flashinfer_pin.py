@@ -108,11 +108,19 @@ class _StandIn:
     as FlashInfer."""
 
     @staticmethod
+    def _check_param(param, reference):
+        """FlashInfer 0.7.2.post1's check_tensor_param (csrc/sampling_utils.h): one value per
+        input row, whatever ``indices`` holds (sampling.cuh reads it at indices[i])."""
+        if param.ndim != 1 or param.shape[0] != reference.shape[0]:
+            raise ValueError("Sampling parameter tensor batch size mismatch")
+
+    @staticmethod
     def top_p_sampling_from_probs(probs, top_p, indices=None, deterministic=True, seed=None,
                                   offset=None):
         import torch
 
-        assert top_p.shape == indices.shape and deterministic
+        _StandIn._check_param(top_p, probs)
+        assert indices.ndim == 1 and deterministic
         g = torch.Generator().manual_seed(seed)
         return torch.multinomial(probs[indices.long()], 1, generator=g).view(-1).to(
             indices.dtype)
@@ -120,14 +128,15 @@ class _StandIn:
     @staticmethod
     def top_k_sampling_from_probs(probs, top_k, indices=None, deterministic=True, seed=None,
                                   offset=None):
-        assert top_k.shape == indices.shape
+        _StandIn._check_param(top_k, probs)
         return _StandIn.top_p_sampling_from_probs(probs, top_k.float(), indices,
                                                   deterministic, seed, offset)
 
     @staticmethod
     def top_k_top_p_sampling_from_logits(logits, top_k, top_p, indices=None,
                                          deterministic=True, seed=None, offset=None):
-        assert top_k.shape == top_p.shape == indices.shape
+        _StandIn._check_param(top_k, logits)
+        _StandIn._check_param(top_p, logits)
         return _StandIn.top_p_sampling_from_probs(logits.softmax(-1), top_p, indices,
                                                   deterministic, seed, offset)
 

@@ -27,9 +27,10 @@ samplers):
   seed, offset)``), ``top-k-sampling`` (``top_k_sampling_from_probs(probs, k, indices,
   deterministic=True, seed, offset)``) and ``top-k-top-p-sampling``
   (``top_k_top_p_sampling_from_logits(logits, k, p, indices, deterministic=True, seed,
-  offset)``): :data:`DRAWS` draws per row in one call (``indices`` repeats the batch, and
-  with it each row's k and p), with the fixed :data:`SEED` and offset 0; kept = the tokens
-  drawn; the per-row counts are recorded in the case's evidence (``draws``).
+  offset)``): :data:`DRAWS` draws per row in one call (``indices`` repeats the batch; k and
+  p stay one per input row, which FlashInfer reads at ``indices[i]``), with the fixed
+  :data:`SEED` and offset 0; kept = the tokens drawn; the per-row counts are recorded in the
+  case's evidence (``draws``).
 
 Which sampler a batch gets (``manifest new``'s per-case guess, :meth:`FlashInfer.
 guess_case_path`) is what vLLM 0.33.0's ``flashinfer_sample``
@@ -230,18 +231,17 @@ class FlashInfer(Family):
         elif dispatch == TOP_K_MASK:
             kept = torch.isfinite(fn(logits, k))
         else:
-            # output i draws from row indices[i]; its top-k and top-p are per output
+            # output i draws from row indices[i], with that row's top-k and top-p: FlashInfer
+            # reads a parameter tensor per input row (its length must be the batch's;
+            # sampling.cuh indexes it by indices[i])
             indices = torch.arange(batch, device=logits.device, dtype=torch.int32).repeat(DRAWS)
-            p_out, k_out = p.repeat(DRAWS), k.repeat(DRAWS)
             if dispatch == TOP_P_SAMPLING:
-                drawn = fn(probs, p_out, indices=indices, deterministic=True, seed=SEED,
-                           offset=0)
+                drawn = fn(probs, p, indices=indices, deterministic=True, seed=SEED, offset=0)
             elif dispatch == TOP_K_SAMPLING:
-                drawn = fn(probs, k_out, indices=indices, deterministic=True, seed=SEED,
-                           offset=0)
+                drawn = fn(probs, k, indices=indices, deterministic=True, seed=SEED, offset=0)
             else:
-                drawn = fn(logits, k_out, p_out, indices=indices, deterministic=True,
-                           seed=SEED, offset=0)
+                drawn = fn(logits, k, p, indices=indices, deterministic=True, seed=SEED,
+                           offset=0)
             drawn = drawn.view(DRAWS, batch).to(torch.int64)
             self._draws = _count_draws(drawn.cpu(), batch)
             kept = torch.zeros_like(logits, dtype=torch.bool)
