@@ -77,7 +77,7 @@ from .errors import (
 from .keys import keyid
 from .limits import MAX_CASE_VALUES, MAX_PLAIN_BYTES
 from .limits import workers as worker_count
-from .names import PIN_FILE_FIELDS, SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_by_case
+from .names import SIDES, SPLIT, proven_by_case
 from .safeio import read_regular_file
 from .strictjson import loads_strict
 
@@ -478,34 +478,16 @@ def _bound_json(artifacts: _Artifacts, predicate: dict[str, Any]) -> None:
             raise MalformedEvidenceError(f"receipt records {side} evidence but names no {name}")
 
 
-def _expected_pin(manifest: Any, side: str) -> dict[str, Any]:
-    """What the receipt must record for ``side``: version 1, the manifest's wheel pins;
-    version 2, the pin file's sha256, version and kernel (after the frozen patch, if any),
-    and the tree digest of an unpatched side."""
-    entry = manifest.sources["sides"][side]
-    if not manifest.pinned_by_file:
-        return {key: entry[key] for key in WHEEL_PIN_FIELDS}
-    expected = {key: entry[key] for key in PIN_FILE_FIELDS}
-    patch = manifest.side_patch(side)
-    if patch is None:
-        expected["tree_sha256"] = entry["tree_sha256"]
-    else:
-        expected["kernel_sha256"] = patch["kernel_sha256"]
-        expected["patch_file_sha256"] = patch["sha256"]
-    return expected
-
-
 def _check_pins(manifest: Any, predicate: dict[str, Any]) -> None:
     """The receipt's source and patch hashes are the manifest's pins; evidence of any other
     kernel file must have stopped the run (``evidence_drift``)."""
-    sources = manifest.sources
-    pinned_patch = sources.get("patch_sha256")
+    pinned_patch = manifest.patch_sha256
     if pinned_patch is not None and predicate["hashes"]["patch"] != pinned_patch:
         raise BindingMismatchError("patch hash vs the manifest's pin", pinned_patch,
                                    predicate["hashes"]["patch"])
     recorded = predicate["hashes"]["sources"]
     for side in SIDES:
-        pins = _expected_pin(manifest, side)
+        pins = manifest.sides[side].receipt_pins
         entry = recorded.get(side)
         if not isinstance(entry, dict):
             raise MalformedEvidenceError(f"receipt records no {side} sources")
@@ -567,7 +549,7 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
     for entry in predicate["cases"]:
         case_id = entry["id"]
         path = {side: declared[side].get(case_id, manifest.dispatch(side)) for side in SIDES}
-        if manifest.pinned_by_file:
+        if manifest.receipt_paths:
             said = entry.get("paths")
             found = {side: path[side] if proven[side].get(case_id, False)
                      else None for side in SIDES}
@@ -576,12 +558,9 @@ def _check_dispatch(manifest: Any, predicate: dict[str, Any]) -> None:
                                            str(said), str(found))
         elif "paths" in entry:
             raise MalformedEvidenceError(f"case {case_id}: paths in a version 1 receipt")
-        expected = all(proven[side].get(case_id, False) for side in SIDES)
-        if manifest.pinned_by_file:
-            expected = expected and all(path[side] == SPLIT for side in SIDES)
-            proved_declared = all(proven[side].get(case_id, False) for side in SIDES)
-        else:
-            proved_declared = expected
+        proved_declared = all(proven[side].get(case_id, False) for side in SIDES)
+        # version 1 declares the split path for every side, so its flag is the proof alone
+        expected = proved_declared and all(path[side] == SPLIT for side in SIDES)
         if entry["split_path"] != expected:
             raise BindingMismatchError(f"case {case_id} split-path flag vs the kernel evidence",
                                        str(entry["split_path"]), f"evidence proving {expected}")
