@@ -29,7 +29,14 @@ from typing import Any
 
 from . import schema
 from .digest import parse_sha256sum_line, sha256_hex
-from .errors import EvidenceDriftError, LimitError, ManifestError, ManifestNotFrozenError
+from .errors import (
+    EvidenceDriftError,
+    LimitError,
+    ManifestError,
+    ManifestNotFrozenError,
+    UsageError,
+    wrap_as,
+)
 from .f32 import runtime_p, to_float32
 from .limits import MAX_BATCH, MAX_BATCH_V3, check_work
 from .names import (
@@ -316,6 +323,29 @@ def load_manifest(path: str | Path, *, require_frozen: bool = True) -> Manifest:
             raise EvidenceDriftError(f"manifest {path.name} (not the frozen bytes)",
                                      expected, actual)
     return parse_manifest(raw, source=str(path))
+
+
+def read_frozen_hash(path: Path) -> str:
+    """The frozen sha256 an auditor supplies: a ``.sha256`` file, or a committed manifest
+    whose ``.sha256`` sibling freezes it (the manifest's bytes must match that hash).
+
+    Everything wrong here is wrong with the argument, not with the bundle: a UsageError
+    (exit 2), whether the file is missing, not a regular file, malformed, or a committed
+    manifest that no longer matches its own ``.sha256``.
+    """
+    with wrap_as(UsageError, "--frozen-manifest: ", keep=UsageError):
+        if path.name.endswith(".sha256"):
+            text = read_regular_file(path, "--frozen-manifest", MAX_FROZEN_HASH_BYTES)
+            line = parse_sha256sum_line(text.decode("utf-8", "replace"))
+            if line is None:
+                raise UsageError(f"--frozen-manifest {path} is not a sha256sum line")
+            return line[0]
+        actual = sha256_hex(read_manifest_bytes(path))
+        frozen = frozen_sha256(path)
+    if frozen != actual:
+        raise UsageError(f"--frozen-manifest {path} does not match its own "
+                         f"{path.name}.sha256 (frozen {frozen}, file {actual})")
+    return frozen
 
 
 # --- exact values ---------------------------------------------------------------------------
