@@ -38,7 +38,7 @@ from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
 from ..core.judge import CaseBytes, RowSpec, judge_cases
 from ..core.limits import workers as worker_count
-from ..core.manifest import CaseLayout, Manifest, load_manifest
+from ..core.manifest import PINNED_BY_FILE, PINNED_INLINE, CaseLayout, Manifest, load_manifest
 from ..core.names import SIDES, SPLIT, WHEEL_PIN_FIELDS, proven_by_case, recorded_cases
 from ..core.oracle import numpy_available
 from ..core.report import DEFAULT_REPORT
@@ -141,13 +141,24 @@ def _prepare_parent(out: Path) -> None:
 
 def prepare_sides(manifest: Manifest, options: RunOptions,
                   progress: Progress | None) -> dict[str, tuple[Side, Path]]:
-    """Verified source trees for both sides; fetches a missing pinned wheel when allowed."""
-    if manifest.pinned_by_file:
-        from .pinned_sides import prepare_pinned_sides
+    """Verified source trees for both sides, by how the manifest pins them; fetches a
+    missing pinned wheel when allowed."""
+    return _PREPARE_SIDES[manifest.pinned_by](manifest, options, progress)
 
-        return prepare_pinned_sides(manifest, cache=cache_root(options.cache),
-                                    sources=options.sources, patch=options.patch,
-                                    say=lambda message: _say(progress, message))
+
+def _prepare_by_pin_file(manifest: Manifest, options: RunOptions,
+                         progress: Progress | None) -> dict[str, tuple[Side, Path]]:
+    """Versions 2 and 3: each side from its pin file (``pinned_sides``)."""
+    from .pinned_sides import prepare_pinned_sides
+
+    return prepare_pinned_sides(manifest, cache=cache_root(options.cache),
+                                sources=options.sources, patch=options.patch,
+                                say=lambda message: _say(progress, message))
+
+
+def _prepare_inline(manifest: Manifest, options: RunOptions,
+                    progress: Progress | None) -> dict[str, tuple[Side, Path]]:
+    """Version 1: the wheels pinned inline, which must be this harness's packaged pins."""
     pins = load_pins()
     check_pins_match(manifest, pins, options.patch)
     cache = cache_root(options.cache)
@@ -175,6 +186,13 @@ def prepare_sides(manifest: Manifest, options: RunOptions,
                                      want, side.kernel_sha256)
         sides["patched"] = (side, tree)
     return sides
+
+
+_PREPARE_SIDES: dict[str, Callable[[Manifest, RunOptions, Progress | None],
+                                   dict[str, tuple[Side, Path]]]] = {
+    PINNED_INLINE: _prepare_inline,
+    PINNED_BY_FILE: _prepare_by_pin_file,
+}
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -475,7 +493,7 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
             logits, p, outputs["stock"][case.id], outputs["patched"][case.id],
             split_path[case.id],
             split_sides=(tuple(paths[case.id][n] == SPLIT for n in SIDES)  # type: ignore[arg-type]
-                         if manifest.pinned_by_file else None), k=k,
+                         if manifest.receipt_paths else None), k=k,
             draws=case_draws({n: results[n].evidence for n in SIDES}, case.id)))
     return CollectedOutputs(inputs, outputs, split_path, paths, case_bytes,
                             _split_path_failed(results, dispatch))
@@ -523,7 +541,7 @@ def bundle_content(manifest: Manifest, backend: str, sides: Mapping[str, tuple[S
         verdict=result,
         sources={name: side.describe() for name, (side, _) in sides.items()},
         patch_sha256=_change_sha256(manifest, sides),
-        paths=collected.paths if manifest.pinned_by_file else None,
+        paths=collected.paths if manifest.receipt_paths else None,
         environment={**_environment(results, {n: t for n, (_, t) in sides.items()}),
                      "backend": backend,
                      "side_results": {n: {"status": r.status, "reason": r.reason,
@@ -538,11 +556,12 @@ def bundle_content(manifest: Manifest, backend: str, sides: Mapping[str, tuple[S
 
 
 def _change_sha256(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]]) -> str:
-    """The receipt's ``hashes.patch``: version 1, the manifest's pinned patch; version 2, the
-    frozen patch of the side that has one, else the sha256 of the kernel diff between the
-    two sides (``sources.kernel_diff``: the change under test)."""
-    if not manifest.pinned_by_file:
-        return str(manifest.sources.get("patch_sha256", ""))
+    """The receipt's ``hashes.patch``: the change the manifest freezes (version 1's
+    ``patch_sha256``; ``prepare_sides`` refused a version 1 run without it), else the frozen
+    patch of the side that has one, else the sha256 of the kernel diff between the two sides
+    (``sources.kernel_diff``: the change under test)."""
+    if manifest.patch_sha256 is not None:
+        return manifest.patch_sha256
     for name in SIDES:
         frozen = manifest.side_patch(name)
         if frozen is not None:

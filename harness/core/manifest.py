@@ -23,16 +23,32 @@ import math
 import os
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import schema
 from .digest import parse_sha256sum_line, sha256_hex
-from .errors import EvidenceDriftError, LimitError, ManifestError, ManifestNotFrozenError
+from .errors import (
+    EvidenceDriftError,
+    LimitError,
+    ManifestError,
+    ManifestNotFrozenError,
+    UsageError,
+    wrap_as,
+)
 from .f32 import runtime_p, to_float32
 from .limits import MAX_BATCH, MAX_BATCH_V3, check_work
-from .names import BOUNDARY, FORCED, ORDINARY, SPLIT, TRAFFIC
+from .names import (
+    BOUNDARY,
+    FORCED,
+    ORDINARY,
+    PIN_FILE_FIELDS,
+    SIDES,
+    SPLIT,
+    TRAFFIC,
+    WHEEL_PIN_FIELDS,
+)
 from .rulesets import LEGACY_RULES, RULE_SETS
 from .safeio import read_regular_file
 from .strictjson import no_duplicate_keys
@@ -40,7 +56,8 @@ from .strictjson import no_duplicate_keys
 SCHEMA = "topp-gate/manifest/v1"
 SCHEMA_V2 = "topp-gate/manifest/v2"  # sides by pin file, a patch on either side, dispatch paths
 SCHEMA_V3 = "topp-gate/manifest/v3"  # version 2 plus the rule set by id and each side's family
-PINNED_BY_FILE = (SCHEMA_V2, SCHEMA_V3)
+PINNED_INLINE = "inline"  # version 1: each side's wheel pinned inline (trees: the packaged pins)
+PINNED_BY_FILE = "pin-file"  # versions 2 and 3: each side named by a pin file
 DEFAULT_FAMILY = "vllm-triton"  # the family of every side that names none (versions 1, 2)
 SCHEMA_RESOURCE = "manifest.schema.json"
 FROZEN_SUFFIX = ".sha256"
@@ -117,13 +134,54 @@ class CaseLayout:
 
 
 @dataclass(frozen=True)
+class ManifestSide:
+    """One side in the one model every manifest version is parsed into (:func:`_side`)."""
+
+    family: str  # the kernel family (version 3 names it; before: vLLM's Triton)
+    dispatch: str  # the path the side must take (version 1: always ``split``)
+    pin: str | None  # the pin file, relative to the manifest (version 1: None, pinned inline)
+    patch: Mapping[str, str] | None  # a frozen patch (``sha256``, ``kernel_sha256``), if any
+    receipt_pins: Mapping[str, str]  # what a receipt's ``hashes.sources[side]`` must record
+
+
+@dataclass(frozen=True)
 class Manifest:
-    """A parsed, schema-valid, limit-checked manifest and the exact bytes it came from."""
+    """A parsed, schema-valid, limit-checked manifest and the exact bytes it came from.
+
+    Every schema version is converted into one model when the manifest is built (the
+    fields after ``source``); ``raw`` and ``sha256`` stay the frozen bytes receipts bind.
+    Where version 1 records something else in a receipt, the model says so as data
+    (``pinned_by``, ``receipt_paths``, ``patch_sha256``, each side's ``receipt_pins``).
+    """
 
     data: Mapping[str, Any]
     raw: bytes
     sha256: str
     source: str = "manifest"
+    sides: Mapping[str, ManifestSide] = field(init=False, repr=False, compare=False)
+    pinned_by: str = field(init=False, repr=False, compare=False)  # PINNED_INLINE or _BY_FILE
+    receipt_paths: bool = field(init=False, repr=False, compare=False)
+    patch_sha256: str | None = field(init=False, repr=False, compare=False)
+    case_paths: Mapping[str, Mapping[str, str]] = field(init=False, repr=False,
+                                                         compare=False)
+
+    def __post_init__(self) -> None:
+        inline = self.data["schema"] == SCHEMA
+        sources = self.data["sources"]
+        model: dict[str, Any] = {
+            "sides": {side: _side(sources["sides"][side], inline=inline) for side in SIDES},
+            "pinned_by": PINNED_INLINE if inline else PINNED_BY_FILE,
+            # a version 1 receipt records no per-case ``paths``: its ``split_path`` flag alone
+            "receipt_paths": not inline,
+            # version 1 freezes the change under test for the whole manifest
+            "patch_sha256": sources.get("patch_sha256"),
+            # version 3 traffic cases may name their own path per side
+            "case_paths": {str(case["id"]): {str(side): str(path) for side, path
+                                              in case.get("paths", {}).items()}
+                           for case in self.data["cases"]},
+        }
+        for name, value in model.items():
+            object.__setattr__(self, name, value)
 
     @property
     def name(self) -> str:
@@ -146,11 +204,6 @@ class Manifest:
         return list(self.data["cases"])
 
     @property
-    def pinned_by_file(self) -> bool:
-        """Version 2: each side is named by a pin file (else: version 1, by wheel)."""
-        return self.data["schema"] in PINNED_BY_FILE
-
-    @property
     def rules(self) -> str:
         """The rule set that judges this manifest's rows: version 3 names it; versions 1 and
         2 predate rule-set ids and are judged by the seed's rules."""
@@ -158,36 +211,53 @@ class Manifest:
 
     def family(self, side: str) -> str:
         """The kernel family of ``side`` (version 3 names it; before: vLLM's Triton)."""
-        if self.data["schema"] != SCHEMA_V3:
-            return DEFAULT_FAMILY
-        return str(self.data["sources"]["sides"][side]["family"])
+        return self.sides[side].family
 
     def dispatch(self, side: str, case_id: str | None = None) -> str:
-        """The path ``side`` must take: ``split`` (always, in version 1), else the side's
-        ``dispatch``; in version 3 a traffic case's ``paths`` may name its own path for a
-        side (``case_id``: that case; None or a case without one: the side's)."""
-        if not self.pinned_by_file:
-            return SPLIT
-        if case_id is not None and self.data["schema"] == SCHEMA_V3:
-            for case in self.data["cases"]:
-                if case["id"] == case_id and side in case.get("paths", {}):
-                    return str(case["paths"][side])
-        return str(self.data["sources"]["sides"][side]["dispatch"])
+        """The path ``side`` must take: the side's ``dispatch`` (``split`` in version 1); in
+        version 3 a traffic case's ``paths`` may name its own path for a side (``case_id``:
+        that case; None or a case without one: the side's)."""
+        if case_id is not None and side in self.case_paths.get(case_id, {}):
+            return self.case_paths[case_id][side]
+        return self.sides[side].dispatch
 
     def case_dispatch(self, side: str) -> dict[str, str]:
         """Case id -> the path ``side`` must take for it (:meth:`dispatch`), in case order."""
         return {str(case["id"]): self.dispatch(side, str(case["id"])) for case in self.cases}
 
     def side_patch(self, side: str) -> Mapping[str, str] | None:
-        """A version 2 side's frozen patch (``sha256``, ``kernel_sha256``), if it has one."""
-        if not self.pinned_by_file:
-            return None
-        patch = self.data["sources"]["sides"][side].get("patch")
-        return dict(patch) if patch is not None else None
+        """A side's frozen patch (``sha256``, ``kernel_sha256``), if it has one (version 1
+        freezes none per side: ``patch_sha256`` is the whole manifest's)."""
+        return self.sides[side].patch
 
     def pin_path(self, side: str) -> Path:
-        """A version 2 side's pin file, resolved against the manifest's folder."""
-        return Path(self.source).parent / str(self.data["sources"]["sides"][side]["pin"])
+        """A side's pin file, resolved against the manifest's folder (versions 2 and 3)."""
+        pin = self.sides[side].pin
+        if pin is None:
+            raise ManifestError(f"{self.source}: the {side} side is pinned inline, by no file")
+        return Path(self.source).parent / pin
+
+
+def _side(entry: Mapping[str, Any], *, inline: bool) -> ManifestSide:
+    """A manifest side in the one model. Version 1 (``inline``) pins a wheel inline, takes
+    the split path in vLLM's Triton family, and its receipt records the wheel pins; versions
+    2 and 3 name a pin file, and the receipt records the pin file's sha256, version and
+    kernel (after the frozen patch, if any: then the patch file's sha256 too), and the tree
+    digest of an unpatched side."""
+    if inline:
+        return ManifestSide(family=DEFAULT_FAMILY, dispatch=SPLIT, pin=None, patch=None,
+                            receipt_pins={key: str(entry[key]) for key in WHEEL_PIN_FIELDS})
+    recorded = {key: str(entry[key]) for key in PIN_FILE_FIELDS}
+    patch = entry.get("patch")
+    if patch is None:
+        recorded["tree_sha256"] = str(entry["tree_sha256"])
+    else:
+        recorded["kernel_sha256"] = str(patch["kernel_sha256"])
+        recorded["patch_file_sha256"] = str(patch["sha256"])
+    return ManifestSide(family=str(entry.get("family", DEFAULT_FAMILY)),
+                        dispatch=str(entry["dispatch"]), pin=str(entry["pin"]),
+                        patch=dict(patch) if patch is not None else None,
+                        receipt_pins=recorded)
 
 
 def manifest_schema() -> dict[str, Any]:
@@ -253,6 +323,29 @@ def load_manifest(path: str | Path, *, require_frozen: bool = True) -> Manifest:
             raise EvidenceDriftError(f"manifest {path.name} (not the frozen bytes)",
                                      expected, actual)
     return parse_manifest(raw, source=str(path))
+
+
+def read_frozen_hash(path: Path) -> str:
+    """The frozen sha256 an auditor supplies: a ``.sha256`` file, or a committed manifest
+    whose ``.sha256`` sibling freezes it (the manifest's bytes must match that hash).
+
+    Everything wrong here is wrong with the argument, not with the bundle: a UsageError
+    (exit 2), whether the file is missing, not a regular file, malformed, or a committed
+    manifest that no longer matches its own ``.sha256``.
+    """
+    with wrap_as(UsageError, "--frozen-manifest: ", keep=UsageError):
+        if path.name.endswith(".sha256"):
+            text = read_regular_file(path, "--frozen-manifest", MAX_FROZEN_HASH_BYTES)
+            line = parse_sha256sum_line(text.decode("utf-8", "replace"))
+            if line is None:
+                raise UsageError(f"--frozen-manifest {path} is not a sha256sum line")
+            return line[0]
+        actual = sha256_hex(read_manifest_bytes(path))
+        frozen = frozen_sha256(path)
+    if frozen != actual:
+        raise UsageError(f"--frozen-manifest {path} does not match its own "
+                         f"{path.name}.sha256 (frozen {frozen}, file {actual})")
+    return frozen
 
 
 # --- exact values ---------------------------------------------------------------------------
@@ -335,11 +428,10 @@ def check_manifest(manifest: Manifest) -> None:
     if traffic and not RULE_SETS[manifest.rules].top_k:
         raise ManifestError(f"case {traffic[0]}: traffic rows carry top-k and p = 1; rule set "
                             f"{manifest.rules} judges top-p rows only (use serve/v1)")
-    if manifest.pinned_by_file:
-        patched = [side for side, entry in manifest.sources["sides"].items() if "patch" in entry]
-        if len(patched) > 1:
-            raise ManifestError("a manifest may freeze a patch on one side only "
-                                f"(found on {' and '.join(sorted(patched))})")
+    patched = [side for side in SIDES if manifest.sides[side].patch is not None]
+    if len(patched) > 1:
+        raise ManifestError("a manifest may freeze a patch on one side only "
+                            f"(found on {' and '.join(sorted(patched))})")
     seen: set[str] = set()
     for case in manifest.cases:
         cid = case["id"]

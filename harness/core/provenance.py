@@ -245,3 +245,16 @@ def checkout_digest(root: Path, algorithm: str = CORE_TREE) -> dict[str, Any]:
                          "(give the root of a topp-gate checkout)")
     _refuse_foreign(foreign_bytecode(top), top)
     return {"algorithm": algorithm, **digest_lines(_checkout_files(top))}
+
+
+def describe_source(source: dict[str, Any] | None) -> str:
+    """One line for the commit a receipt records (receipts before provenance have none)."""
+    if source is None:
+        return ("no commit recorded (an older receipt: VERIFYING.md lists the commit whose "
+                "harness digest it records)")
+    if source.get("commit") is None:
+        return "no commit recorded (the harness did not run from a git checkout)"
+    clean = {True: "clean tree", False: "tree with uncommitted changes",
+             None: "cleanliness not recorded"}[source.get("clean")]
+    how = "" if source.get("how") == "git" else f", as claimed by {source.get('how')}"
+    return f"commit {source['commit']} ({clean}{how})"

@@ -52,10 +52,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import gate
-from .f32 import hexf
 from .integrity import changed_values
 from .names import FORCED
 from .oracle import Certified
+from .rule_rows import read_sides, row_head
 
 REGRESSION_V1 = "regression/v1"
 SYMDIFF_GROWTH = "symdiff_growth"
@@ -114,22 +114,13 @@ def judge(data: Any) -> dict[str, Any]:
     splits = dict(zip(("stock", "patched"),
                       data.split_sides if data.split_sides is not None
                       else (data.split_path, data.split_path), strict=True))
-    result: dict[str, Any] = {"case": row.case, "row": row.index, "kind": row.kind,
-                              "p": hexf(row.p32), "oracle": gate._oracle_summary(oracle)}
-    if row.k is not None:
-        result["k"] = row.k
-    if row.kind == FORCED:
-        result["forced_id"] = row.forced_id
+    result = row_head(data)
     certified = oracle if isinstance(oracle, Certified) else None
     stops: list[str] = [] if certified is not None else ["oracle_boundary_ambiguous"]
-    masks: dict[str, Any] = {}
-    for name, side in (("stock", data.stock), ("patched", data.patched)):
-        status = gate._side_status(side, len(row.logits))
-        masks[name] = gate._mask(side.values) if status == gate.OK and side.values is not None \
-            else None
-        if masks[name] is None:
-            stops.append(status)
-        result[name] = gate._side_summary(masks[name], status, certified)
+    sides = read_sides(data, certified)
+    masks: dict[str, Any] = {name: side.mask for name, side in sides.items()}
+    stops.extend(side.status for side in sides.values() if side.mask is None)
+    result.update({name: side.summary for name, side in sides.items()})
     diagnostics: dict[str, Any] = {}
     changed = {}
     for name, mask in masks.items():

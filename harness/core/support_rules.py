@@ -46,6 +46,7 @@ from .f32 import hexf
 from .integrity import changed_values
 from .names import FORCED
 from .oracle import Certified
+from .rule_rows import read_sides, row_head
 from .serve_rules import RowMass
 
 SUPPORT_V1 = "support/v1"
@@ -190,12 +191,7 @@ def judge(data: Any) -> dict[str, Any]:
     """One row (a :class:`harness.core.rulesets.RowInput`) by ``support/v1``."""
     row, oracle = data.row, data.oracle
     logits = _values(row.logits)
-    result: dict[str, Any] = {"case": row.case, "row": row.index, "kind": row.kind,
-                              "p": hexf(row.p32), "oracle": gate._oracle_summary(oracle)}
-    if row.k is not None:
-        result["k"] = row.k
-    if row.kind == FORCED:
-        result["forced_id"] = row.forced_id
+    result = row_head(data)
     certified = oracle if isinstance(oracle, Certified) else None
     stops: list[str] = [] if certified is not None else ["oracle_boundary_ambiguous"]
     diagnostics: dict[str, Any] = {}
@@ -207,16 +203,13 @@ def judge(data: Any) -> dict[str, Any]:
         diagnostics["allowed"] = n
         mass = RowMass(logits)
     recorded = getattr(data, "draws", None) or {}
-    for name, side in (("stock", data.stock), ("patched", data.patched)):
-        status = gate._side_status(side, len(logits))
-        mask = gate._mask(side.values) if status == gate.OK and side.values is not None \
-            else None
+    for name, side in read_sides(data, certified).items():
+        result[name] = side.summary
+        mask = side.mask
         if mask is None:
-            if name == "patched" or status in gate.SIDE_FAILURES:
-                stops.append(status)
-            result[name] = {"status": status}
+            if name == "patched" or side.status in gate.SIDE_FAILURES:
+                stops.append(side.status)
             continue
-        result[name] = gate._side_summary(mask, status, certified)
         problems = []
         if mask.has_nan:
             problems.append("nan_output")

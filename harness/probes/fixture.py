@@ -166,7 +166,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         limits=dict(manifest["limits"]),
         judgement={"rules": rules, "report": DEFAULT_REPORT},
         paths=({c.id: {side: parsed.dispatch(side) for side in SIDES} for c in layout}
-               if parsed.pinned_by_file else None),
+               if parsed.receipt_paths else None),
     ), manifest)
 
 

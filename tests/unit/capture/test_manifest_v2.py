@@ -12,7 +12,7 @@ from harness.capture.manifest_new import SideSpec, detect_dispatch, matrix_names
 from harness.capture.pinfile import load_pin_file
 from harness.cli import main
 from harness.core.errors import ManifestError, UsageError
-from harness.core.manifest import load_manifest, parse_manifest
+from harness.core.manifest import PINNED_BY_FILE, PINNED_INLINE, load_manifest, parse_manifest
 
 ROOT = Path(__file__).resolve().parents[3]
 SWEEP = ROOT / "evidence/manifests/sweep"
@@ -28,7 +28,8 @@ def test_committed_sweep_manifests_are_frozen_and_name_their_pins():
     assert len(manifests) == 24  # 0.17.0 .. 0.32.0 as stock
     for path in manifests:
         manifest = load_manifest(path)
-        assert manifest.pinned_by_file and manifest.backend["required"] == "cuda"
+        assert manifest.pinned_by == PINNED_BY_FILE and manifest.receipt_paths
+        assert manifest.backend["required"] == "cuda"
         for side in ("stock", "patched"):
             entry = manifest.sources["sides"][side]
             pin = load_pin_file(manifest.pin_path(side), expected_sha256=entry["pin_sha256"])
@@ -43,7 +44,13 @@ def test_committed_sweep_manifests_are_frozen_and_name_their_pins():
 def test_version_1_manifests_still_load():
     for name in ("h200-forced-logit-gate.json", "smoke-interpreter.json"):
         manifest = load_manifest(ROOT / "evidence/manifests" / name)
-        assert not manifest.pinned_by_file
+        assert manifest.pinned_by == PINNED_INLINE and not manifest.receipt_paths
+        assert manifest.patch_sha256 == manifest.sources["patch_sha256"]
+        for side in ("stock", "patched"):
+            assert manifest.family(side) == "vllm-triton" and manifest.side_patch(side) is None
+            assert manifest.sides[side].receipt_pins == {
+                key: manifest.sources["sides"][side][key]
+                for key in ("version", "wheel", "wheel_sha256", "kernel_sha256")}
         assert manifest.dispatch("stock") == manifest.dispatch("patched") == "split"
 
 

@@ -81,16 +81,16 @@ def test_a_manifest_over_the_work_ceiling_is_refused_when_parsed():
 
 def test_the_over_budget_bundle_is_refused_before_any_artifact_but_the_manifest(monkeypatch):
     """The signed manifest alone is read; no input, output, rows or cases.json is decoded."""
-    from harness.core import verify
+    from harness.core import verify, verify_artifacts
 
     decoded: list[str] = []
-    real = verify._Artifacts.decode
+    real = verify_artifacts.Artifacts.decode
 
     def recording(self, name, *args, **kwargs):
         decoded.append(name)
         return real(self, name, *args, **kwargs)
 
-    monkeypatch.setattr(verify._Artifacts, "decode", recording)
+    monkeypatch.setattr(verify_artifacts.Artifacts, "decode", recording)
     with pytest.raises(MalformedEvidenceError, match="values in all"):
         verify.verify_bundle(TAMPER / "work_over_budget_resigned", PUB, workers=1)
     assert decoded == ["manifest.json"]

@@ -125,7 +125,7 @@ def test_unexpected_exception_inside_verification_fails_closed(good, monkeypatch
     def boom(*a, **k):
         raise ZeroDivisionError("bug")
 
-    monkeypatch.setattr(verify_module, "_check_files", boom)
+    monkeypatch.setattr(verify_module, "check_files", boom)
     with pytest.raises(VerificationInternalError, match="ZeroDivisionError"):
         verify_bundle(good, PUB)
 

@@ -209,7 +209,7 @@ def test_the_bomb_is_refused_even_with_a_frozen_manifest(tmp_path):
 def test_verifying_a_full_size_case_stays_under_1_gib(tmp_path):
     """A bundle whose one case is at the verifier's ceiling (64 x 262144 float32 values per
     array): peak RSS of the verifying process, numpy path and 2 worker processes."""
-    from harness.core.verify import MAX_CASE_VALUES
+    from harness.core.limits import MAX_CASE_VALUES
 
     manifest = json.loads(json.dumps(synthetic.MANIFEST))
     manifest["limits"].update(max_vocab=262144, max_bundle_bytes=1 << 30)
@@ -239,7 +239,7 @@ def test_verifying_a_full_size_case_stays_under_1_gib(tmp_path):
 
 
 def test_a_case_over_the_verifier_ceiling_is_refused_before_reading(tmp_path):
-    from harness.core.verify import _check_sizes
+    from harness.core.verify_artifacts import check_sizes
 
     manifest = dict(synthetic.MANIFEST, cases=[{"id": "huge", "kind": "ordinary", "seed": 1,
                                                 "batch": 64, "vocab": 262145}])
@@ -251,7 +251,7 @@ def test_a_case_over_the_verifier_ceiling_is_refused_before_reading(tmp_path):
         subjects: dict = {}
 
     with pytest.raises(MalformedEvidenceError, match="over this verifier's ceiling"):
-        _check_sizes(NoArtifacts(), layout, None, {"rows": []})  # type: ignore[arg-type]
+        check_sizes(NoArtifacts(), layout, None, {"rows": []})  # type: ignore[arg-type]
 
 
 # --- the DSSE envelope's shape before any cryptography -------------------------------------
