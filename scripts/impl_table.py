@@ -5,7 +5,9 @@
     .venv/bin/python scripts/impl_table.py --check README.md  # exit 1 if README differs
     .venv/bin/python scripts/impl_table.py --write README.md  # replace it in place
 
-Reads every bundle folder under ``evidence/impls/bundles/`` (``--bundles DIR``) whose line in
+Reads every bundle folder under ``evidence/impls/bundles/`` (``--bundles DIR``), plus vLLM
+0.33.0's Triton bundle of the deployment matrix (:data:`BESIDE`: the same captured inputs as
+the deployment-matrix implementation bundles, so the Triton paths sit beside them), whose line in
 ``evidence/verdicts.tsv`` names the key that signed it, through
 ``harness.core.verify.open_bundle`` (signature, receipt schema and file set checked on open;
 ``results/rows.json`` digest-checked when read). It does not rerun the oracle: that is sound
@@ -43,6 +45,7 @@ from harness.core.verify import open_bundle  # noqa: E402
 BEGIN = "<!-- impls:begin -->"
 END = "<!-- impls:end -->"
 BUNDLES = ROOT / "evidence/impls/bundles"
+BESIDE = (ROOT / "evidence/deploy/bundles/deploy-vllm-0.33.0-cuda",)
 TABLE = ROOT / "evidence/verdicts.tsv"
 HEADER = ("| implementation (patched) | against (stock) | workload | rules | verdict | "
           "rows stopped (by reason) | worst mass outside | worst mass dropped |")
@@ -107,16 +110,21 @@ def row_of(path: Path, pub: Path) -> str:
     return "| " + " | ".join(_cell(c) for c in cells) + " |" + f" <!-- {path.name} -->"
 
 
-def generate(bundles: Path = BUNDLES, table: Path = TABLE) -> str:
+def generate(bundles: Path = BUNDLES, table: Path = TABLE,
+             beside: Sequence[Path] = BESIDE) -> str:
     keys = _keys(table)
     lines = [BEGIN, HEADER, "|" + "---|" * 8]
     paths = sorted(p for p in bundles.glob("*") if p.is_dir()) if bundles.is_dir() else []
+    paths += [p for p in beside if p.is_dir()]
+    rows = []
     for path in paths:
         rel = path.resolve().relative_to(ROOT).as_posix() if path.resolve().is_relative_to(
             ROOT) else str(path)
         if rel not in keys:
             raise SystemExit(f"impl_table: {rel} has no line in {table.name}")
-        lines.append(row_of(path, ROOT / keys[rel]))
+        rows.append(row_of(path, ROOT / keys[rel]))
+    # rows of one workload side by side (the workload cell, then the bundle's name)
+    lines.extend(sorted(rows, key=lambda row: (row.split(" | ")[2], row.rsplit("<!--", 1)[1])))
     if not paths:
         lines.append("| (no implementation bundle committed yet) | | | | | | | |")
     lines.append(END)
