@@ -24,10 +24,14 @@ def test_the_readme_table_is_the_generated_one():
     text = impl_table.generate()
     assert "| vllm-pytorch 0.33.0 `sort` | vllm-triton 0.33.0 `split` |" in text
     assert "**STOP**" in text and "noncanonical_tie" in text
+    # the Triton bundle of the deployment matrix sits beside the implementations on its inputs
+    lines = [line for line in text.splitlines() if "vocab 32000, 128256, 151936, 262144" in line]
+    assert any("<!-- deploy-vllm-0.33.0-cuda -->" in line for line in lines)
+    assert any("<!-- h200-deploy-vllm-pytorch-0.33.0-sort-cuda -->" in line for line in lines)
 
 
 def test_no_bundle_yet_is_said_and_a_stale_readme_is_refused(tmp_path):
-    empty = impl_table.generate(tmp_path / "none")
+    empty = impl_table.generate(tmp_path / "none", beside=())
     assert "no implementation bundle committed yet" in empty
     readme = tmp_path / "README.md"
     readme.write_text(f"x\n{impl_table.BEGIN}\nold\n{impl_table.END}\ny\n")
