@@ -85,9 +85,18 @@ def _claim_stable(files: Mapping[str, str], parent: Path | None) -> tuple[Path, 
     """Lock ``<name>.lock`` (waiting for another holder), then make ``<name>`` fresh."""
     base = Path(parent if parent is not None else tempfile.gettempdir()).resolve()
     root = base / stable_name(files)
-    lock_fd = os.open(root.with_name(root.name + ".lock"),
-                      os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    lock = root.with_name(root.name + ".lock")
     try:
+        lock_fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                          | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        raise SourcesError(f"stable copy lock {lock}: {err.strerror or err} (a link or "
+                           "another kind of file there is refused)") from None
+    try:
+        info = os.fstat(lock_fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            raise SourcesError(f"stable copy lock {lock} is not a regular file of this user;"
+                               " refused")
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
         if root.is_symlink() or root.exists():
             if root.is_symlink() or not root.is_dir() or root.lstat().st_uid != os.getuid():

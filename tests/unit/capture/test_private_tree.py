@@ -80,6 +80,20 @@ def test_a_link_in_place_of_the_stable_folder_is_refused(tmp_path: Path):
     assert elsewhere.exists()  # nothing behind the link was removed
 
 
+@pytest.mark.parametrize("planted", ["link", "fifo"])
+def test_a_planted_lock_file_is_refused_in_one_line(tmp_path: Path, planted: str):
+    src, files = _source(tmp_path)
+    lock = tmp_path / (stable_name(files) + ".lock")
+    if planted == "link":
+        (tmp_path / "target").write_bytes(b"")
+        lock.symlink_to(tmp_path / "target")
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(SourcesError, match="stable copy lock"):
+        make_private_tree("stock", files, src, parent=tmp_path, stable=True)
+    assert not (tmp_path / stable_name(files)).exists()
+
+
 def test_a_second_stable_copy_of_the_same_files_waits_for_the_first(tmp_path: Path):
     src, files = _source(tmp_path)
     order: list[str] = []
