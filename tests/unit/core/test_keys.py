@@ -97,6 +97,9 @@ def test_built_in_project_keys_are_the_committed_evidence_keys():
         assert shipped.read_bytes() == committed.read_bytes()
         ids.append(keyid(load_public_key(committed)))
     assert list(project_public_keys()) == ids
+    # every committed evidence key is built in (a new key cannot be forgotten)
+    assert sorted(p.name for p in (root / "evidence/keys").glob("*.pub")) == sorted(
+        Path(r).name for r in PROJECT_KEY_RESOURCES)
     assert keyid(project_public_key()) == ids[0]  # no hint: the first key, as before
     assert keyid(project_public_key(ids[1])) == ids[1]
     assert keyid(project_public_key("f" * 64)) == ids[0]  # an unknown hint picks no other key
