@@ -111,13 +111,20 @@ def pr_matrix(source: dict, rules: str) -> dict:
 # inputs as the Triton bundles of evidence/deploy/): FlashInfer's samplers, each case on the
 # one vLLM 0.33.0's flashinfer_sample calls for its batch (the family's per-case guess:
 # path None), and vLLM 0.33.0's PyTorch sort path.
+# The first FlashInfer manifest kept the deployment matrix's 16,000,000-byte bundle cap and
+# its H200 run was refused before writing (the bundle would hold 16,901,460 bytes; no verdict
+# was shown); the second is the same matrix with a 24 MiB cap (BUNDLE_CAPS), frozen anew.
 DEPLOY_RUNS = [
     ("h200-deploy-flashinfer-0.7.2.post1-sampling", FLASHINFER, None, "support/v1"),
     ("h200-deploy-vllm-pytorch-0.33.0-sort", PYTORCH, "sort", "serve/v1"),
+    ("h200-deploy-flashinfer-0.7.2.post1-sampling-24mib", FLASHINFER, None, "support/v1"),
 ]
+BUNDLE_CAPS = {"h200-deploy-flashinfer-0.7.2.post1-sampling-24mib": 24 << 20}
 
 
-def deploy_matrix(source: dict, rules: str) -> dict:
+def deploy_matrix(source: dict, rules: str, cap: int | None = None) -> dict:
+    if cap is not None:
+        source = {**source, "limits": {**source["limits"], "max_bundle_bytes": cap}}
     return {**source, "rules": rules,
             "description": f"Issue 21 on the H200: the cases of the deployment matrix (issue "
                            f"19), judged by {rules}. {source['description']}"}
@@ -144,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
                 for name, pin, path, rules in PR_RUNS]
     if args.deploy_matrix is not None:
         source = json.loads(args.deploy_matrix.read_text("utf-8"))
-        runs = [(name, pin, path, deploy_matrix(source, rules))
-                for name, pin, path, rules in DEPLOY_RUNS]
+        runs = [(name, pin, path, deploy_matrix(source, rules, BUNDLE_CAPS.get(name)))
+                for name, pin, path, rules in DEPLOY_RUNS
+                if not (args.out_dir / f"{name}.json").exists()]  # frozen ones stay
     with tempfile.TemporaryDirectory() as tmp:
         for name, pin, path, document in runs:
             spec = Path(tmp) / f"{name}.matrix.json"
