@@ -43,6 +43,7 @@ from ..core.manifest import (
 from ..core.names import SIDES, TRAFFIC
 from ..core.rulesets import RULE_SETS
 from ..core.safeio import read_regular_file
+from ..core.support_rules import SUPPORT_V1
 from ..core.terminal import printable
 from . import families
 from .pinfile import PinFile, load_pin_file
@@ -129,6 +130,24 @@ def case_paths(cases: list[dict[str, Any]], side: str, family: families.Family,
             case.setdefault("paths", {})[side] = path
 
 
+def _check_samplers_judged_by_support(entries: dict[str, dict[str, Any]],
+                                      cases: list[dict[str, Any]], rules: str) -> None:
+    """A sampling path returns draws, not a mask: only ``support/v1`` judges draws (any other
+    rule set would stop every row on a sample's gaps). Refused before anything is written."""
+    if rules == SUPPORT_V1:
+        return
+    for name in SIDES:
+        family = families.get(entries[name]["family"])
+        used = {entries[name]["dispatch"]} | {c["paths"][name] for c in cases
+                                              if name in c.get("paths", {})}
+        drawn = sorted(used & set(family.sampling_paths))
+        if drawn:
+            raise UsageError(f"{name} side: {family.id} path {drawn[0]} draws tokens; a "
+                             f"sampler is judged by rule set {SUPPORT_V1}, not {rules} (use a "
+                             f"matrix that predeclares {SUPPORT_V1}, or none and --rules "
+                             f"{SUPPORT_V1}; or a masking path with --stock-path/--patched-path)")
+
+
 @dataclass(frozen=True)
 class SideSpec:
     pin: Path
@@ -203,6 +222,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         if kernel is not None:
             case_paths(cases, name, families.get(entries[name]["family"]), kernel,
                        entries[name]["dispatch"])
+    _check_samplers_judged_by_support(entries, cases, rules)
     described = ", ".join(
         f"{name} {_what(entries[name])} {printable(entries[name]['version'])} "
         f"({entries[name]['dispatch']} path"

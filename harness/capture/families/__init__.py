@@ -94,6 +94,8 @@ class Family:
     # (FlashInfer's JIT): its private copy is a stable one (:mod:`..private_tree`), shared
     # by the two sides of a run when they pin the same files
     stable_copy: bool = False
+    # paths that draw tokens rather than mask them: only rule set support/v1 judges a draw
+    sampling_paths: tuple[str, ...] = ()
 
     # --- pinning (parent side) ---
 

@@ -147,6 +147,7 @@ class FlashInfer(Family):
     dispatch_paths = tuple(ENTRIES)
     default_dispatch = TOP_P_SAMPLING
     stable_copy = True
+    sampling_paths = SAMPLING
     # set in the kernel child by the call just made (read by its observer's proof)
     _draws: list[list[list[int]]] | None = None
     _probs_sha256: str | None = None

@@ -107,3 +107,22 @@ def test_an_unknown_dispatch_path_fails_the_schema():
     raw["sources"]["sides"]["stock"]["dispatch"] = "monolithic"
     with pytest.raises(ManifestError, match="schema violation"):
         parse_manifest(json.dumps(raw).encode())
+
+
+def test_a_sampler_path_under_a_masking_rule_set_is_refused_before_writing(tmp_path, capsys):
+    """FlashInfer's samplers return draws: judged by serve/v1 (which the deployment matrix
+    predeclares) every row would stop on a sample's gaps. Given paths need no cached tree."""
+    fi = PINS / "flashinfer-0.7.2.post1.json"
+    out = tmp_path / "fi.json"
+    code = main(["manifest", "new", "--stock", str(fi), "--patched", str(fi), "--stock-path",
+                 "top-p-sampling", "--patched-path", "top-p-sampling", "--matrix", "deploy",
+                 "--cache", str(tmp_path / "empty"), "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "top-p-sampling draws tokens" in err and "support/v1, not serve/v1" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists() and not out.with_name("fi.json.sha256").exists()
+    # a masking path of the same family under serve/v1 is what that rule set judges
+    assert main(["manifest", "new", "--stock", str(fi), "--patched", str(fi), "--stock-path",
+                 "top-k-mask", "--patched-path", "top-k-mask", "--matrix", "deploy",
+                 "--cache", str(tmp_path / "empty"), "--out", str(out)]) == 0
