@@ -8,9 +8,13 @@
 One ``--pubkey`` verifies every folder; several are matched to the folders in order (each
 folder with the key that signed it).
 
-Each DIR is a ``topp-gate mutate`` folder; its signed summary and every bundle it names are
-verified first (:func:`harness.capture.mutate.check_summary`), so the table states only what
-verified. The section sits in README.md between the two marker lines below.
+Each DIR is a ``topp-gate mutate`` folder, or a ``.tar.xz`` of one (how the folders of
+December 3 are committed: their bundles repeat the same captured inputs, which xz stores once;
+:func:`harness.capture.mutate.mutation_folder` refuses links, special files, names outside
+the folder and oversized archives before extracting to a temporary folder); its signed
+summary and every bundle it names are verified first
+(:func:`harness.capture.mutate.check_summary`), so the table states only what verified.
+The section sits in README.md between the two marker lines below.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ END = "<!-- /mutation-table -->"
 
 
 def section(folders: list[Path], pubkeys: list[Path]) -> str:
-    from harness.capture.mutate import check_summary
+    from harness.capture.mutate import check_summary, mutation_folder
     from harness.core.keys import load_public_key
 
     if len(pubkeys) not in (1, len(folders)):
@@ -40,7 +44,8 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
              "base, kills | survivors of the gate (smallest diff first) |",
              "|---|---|---|---|---|---|---|"]
     for folder, key in zip(folders, keys, strict=True):
-        s = check_summary(folder, key)
+        with mutation_folder(folder) as opened:
+            s = check_summary(opened, key)
         g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
         base = "PASS" if s["base_passes"] else "STOP"
         defects = s["base"].get("verdict", {}).get("base_defects", {}).get("rows", 0)
@@ -74,7 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true")
     mode.add_argument("--write", action="store_true")
     args = parser.parse_args(argv)
-    text = section(args.folders, args.pubkey)
+    from harness.core.errors import HarnessError
+    from harness.core.terminal import printable
+
+    try:
+        text = section(args.folders, args.pubkey)
+    except (HarnessError, OSError) as err:
+        print(f"mutation_table: {printable(str(err))}", file=sys.stderr)
+        return 2
     if not (args.check or args.write):
         sys.stdout.write(text)
         return 0

@@ -35,11 +35,15 @@ from __future__ import annotations
 
 import ast
 import json
+import lzma
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import tarfile
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -408,6 +412,55 @@ def summarize(entries: list[dict[str, Any]], manifest: Any, options: Options) ->
         "survivors": [m["id"] for m in survivors],
         "unverified": [m["id"] for m in mutants if m["killed"] is None],
     }
+
+
+MAX_ARCHIVE_MEMBERS = 20000
+MAX_ARCHIVE_BYTES = 1 << 30  # uncompressed, all members together
+
+
+@contextmanager
+def mutation_folder(path: Path) -> Iterator[Path]:
+    """A mutation folder, or one committed as a ``.tar.xz`` of it (its bundles repeat their
+    captured inputs; xz stores them once): the archive is read whole first and refused unless
+    every member is a regular file or folder under one top-level folder, with a relative
+    name, no ``..``, at most :data:`MAX_ARCHIVE_MEMBERS` members and
+    :data:`MAX_ARCHIVE_BYTES` declared bytes; then it is extracted (``tarfile``'s ``data``
+    filter too) into a temporary folder, removed afterwards. Nothing is trusted for being
+    extracted: :func:`check_summary` verifies what the folder holds."""
+    if path.is_dir():
+        yield path
+        return
+    if not path.name.endswith(".tar.xz") or not path.is_file():
+        raise UsageError(f"{path}: not a mutation folder or a .tar.xz of one")
+    try:
+        with tarfile.open(path, mode="r:xz") as archive:
+            members = archive.getmembers()
+            _check_members(path, members)
+            with tempfile.TemporaryDirectory(prefix="topp-gate-mutation-") as tmp:
+                archive.extractall(tmp, members=members, filter="data")
+                yield Path(tmp) / members[0].name.split("/")[0]
+    except (tarfile.TarError, lzma.LZMAError, EOFError) as err:
+        raise UsageError(f"{path}: not a readable .tar.xz ({err})") from None
+
+
+def _check_members(path: Path, members: list[tarfile.TarInfo]) -> None:
+    if not members or len(members) > MAX_ARCHIVE_MEMBERS:
+        raise UsageError(f"{path}: {len(members)} members (1 to {MAX_ARCHIVE_MEMBERS})")
+    tops = {m.name.split("/")[0] for m in members}
+    if len(tops) != 1:
+        raise UsageError(f"{path}: members under {len(tops)} top-level names (one folder)")
+    total = 0
+    for member in members:
+        parts = member.name.split("/")
+        if member.name.startswith("/") or ".." in parts or "" in parts[:-1]:
+            raise UsageError(f"{path}: member name {member.name!r} is not a plain relative "
+                             "path")
+        if not (member.isreg() or member.isdir()):
+            raise UsageError(f"{path}: member {member.name!r} is not a regular file or a "
+                             "folder (links, devices and FIFOs are refused)")
+        total += member.size
+    if total > MAX_ARCHIVE_BYTES:
+        raise UsageError(f"{path}: declares {total} bytes, over {MAX_ARCHIVE_BYTES}")
 
 
 def check_summary(folder: Path, public_key: Any) -> dict[str, Any]:

@@ -1,0 +1,82 @@
+"""A mutation folder committed as a .tar.xz (harness.capture.mutate.mutation_folder): read
+whole and refused unless every member is a plain file or folder under one top folder, then
+extracted to a temporary folder that is removed afterwards; and the README table built from
+the committed archive through scripts/mutation_table.py."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness.capture.mutate import mutation_folder
+from harness.core.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _archive(path: Path, members: list[tuple[str, bytes | None, bytes]]) -> Path:
+    """members: (name, data or None for a folder, type flag)."""
+    with tarfile.open(path, "w:xz") as out:
+        for name, data, kind in members:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            if kind == tarfile.SYMTYPE:
+                info.linkname = "/etc/passwd"
+            if data is not None:
+                info.size = len(data)
+            out.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def test_a_good_archive_is_extracted_and_removed_afterwards(tmp_path: Path):
+    path = _archive(tmp_path / "m.tar.xz", [("m", None, tarfile.DIRTYPE),
+                                           ("m/mutation.json", b"{}", tarfile.REGTYPE),
+                                           ("m/bundles/base/receipt.json", b"[]",
+                                            tarfile.REGTYPE)])
+    with mutation_folder(path) as folder:
+        assert folder.name == "m" and (folder / "mutation.json").read_bytes() == b"{}"
+        assert (folder / "bundles/base/receipt.json").read_bytes() == b"[]"
+        extracted = folder
+    assert not extracted.exists()
+
+
+def test_a_folder_is_used_as_it_is(tmp_path: Path):
+    with mutation_folder(tmp_path) as folder:
+        assert folder == tmp_path
+
+
+@pytest.mark.parametrize(("members", "why"), [
+    ([("m/a", b"x", tarfile.REGTYPE), ("m/link", b"", tarfile.SYMTYPE)], "not a regular file"),
+    ([("m/a", b"x", tarfile.REGTYPE), ("m/fifo", b"", tarfile.FIFOTYPE)], "not a regular file"),
+    ([("m/../escape", b"x", tarfile.REGTYPE)], "not a plain relative path"),
+    ([("/m/abs", b"x", tarfile.REGTYPE)], "not a plain relative path"),
+    ([("m/a", b"x", tarfile.REGTYPE), ("n/b", b"y", tarfile.REGTYPE)], "top-level names"),
+])
+def test_a_hostile_archive_is_refused_before_anything_is_extracted(tmp_path: Path, members,
+                                                                    why):
+    path = _archive(tmp_path / "m.tar.xz", [(n, d if k != tarfile.SYMTYPE else None, k)
+                                           for n, d, k in members])
+    before = set(Path(tmp_path).iterdir())
+    with pytest.raises(UsageError, match=why), mutation_folder(path):
+        pass
+    assert set(Path(tmp_path).iterdir()) == before
+
+
+def test_a_huge_declared_size_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("harness.capture.mutate.MAX_ARCHIVE_BYTES", 10)
+    path = _archive(tmp_path / "m.tar.xz", [("m/a", b"x" * 11, tarfile.REGTYPE)])
+    with pytest.raises(UsageError, match="declares 11 bytes"), mutation_folder(path):
+        pass
+
+
+def test_not_an_archive_is_one_line(tmp_path: Path):
+    bad = tmp_path / "m.tar.xz"
+    bad.write_bytes(b"not xz")
+    with pytest.raises(UsageError, match="not a readable"), mutation_folder(bad):
+        pass
+    with pytest.raises(UsageError, match="not a mutation folder"), \
+            mutation_folder(tmp_path / "missing.zip"):
+        pass
