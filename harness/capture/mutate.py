@@ -424,9 +424,9 @@ def mutation_folder(path: Path) -> Iterator[Path]:
     captured inputs; xz stores them once): the archive is read whole first and refused unless
     every member is a regular file or folder under one top-level folder, with a relative
     name, no ``..``, at most :data:`MAX_ARCHIVE_MEMBERS` members and
-    :data:`MAX_ARCHIVE_BYTES` declared bytes; then it is extracted (``tarfile``'s ``data``
-    filter too) into a temporary folder, removed afterwards. Nothing is trusted for being
-    extracted: :func:`check_summary` verifies what the folder holds."""
+    :data:`MAX_ARCHIVE_BYTES` declared bytes; then each member is written by hand (no mode,
+    owner or time taken from the archive) into a temporary folder, removed afterwards.
+    Nothing is trusted for being extracted: :func:`check_summary` verifies what it holds."""
     if path.is_dir():
         yield path
         return
@@ -437,10 +437,29 @@ def mutation_folder(path: Path) -> Iterator[Path]:
             members = archive.getmembers()
             _check_members(path, members)
             with tempfile.TemporaryDirectory(prefix="topp-gate-mutation-") as tmp:
-                archive.extractall(tmp, members=members, filter="data")
+                _extract(archive, members, Path(tmp))
                 yield Path(tmp) / members[0].name.split("/")[0]
     except (tarfile.TarError, lzma.LZMAError, EOFError) as err:
         raise UsageError(f"{path}: not a readable .tar.xz ({err})") from None
+
+
+def _extract(archive: tarfile.TarFile, members: list[tarfile.TarInfo], into: Path) -> None:
+    """Checked members only, written by hand (no mode, owner or time from the archive; a
+    file never overwrites, never follows a link): the same on every Python 3.11."""
+    for member in members:
+        target = into.joinpath(*member.name.split("/"))
+        if member.isdir():
+            target.mkdir(mode=0o755, parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        source = archive.extractfile(member)
+        if source is None:  # pragma: no cover - a checked regular member always has data
+            raise UsageError(f"member {member.name!r} has no data")
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as out, source:
+            while chunk := source.read(1 << 20):
+                out.write(chunk)
 
 
 def _check_members(path: Path, members: list[tarfile.TarInfo]) -> None:
