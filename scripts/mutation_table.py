@@ -14,7 +14,9 @@ December 3 are committed: their bundles repeat the same captured inputs, which x
 the folder and oversized archives before extracting to a temporary folder); its signed
 summary and every bundle it names are verified first
 (:func:`harness.capture.mutate.check_summary`), so the table states only what verified.
-The section sits in README.md between the two marker lines below.
+The section sits in README.md between the two marker lines below. Exit codes: 0 printed, or
+README holds it (--check) or was rewritten (--write); 1 README differs or has no section;
+2 usage or unreadable input; 4 a summary or bundle that does not verify (one line each).
 """
 
 from __future__ import annotations
@@ -84,9 +86,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         text = section(args.folders, args.pubkey)
-    except (HarnessError, OSError) as err:
+    except (HarnessError, OSError) as err:  # one line; a refused bundle or summary exits 4
         print(f"mutation_table: {printable(str(err))}", file=sys.stderr)
-        return 2
+        return err.exit_code if isinstance(err, HarnessError) else 2
     if not (args.check or args.write):
         sys.stdout.write(text)
         return 0

@@ -80,3 +80,31 @@ def test_not_an_archive_is_one_line(tmp_path: Path):
     with pytest.raises(UsageError, match="not a mutation folder"), \
             mutation_folder(tmp_path / "missing.zip"):
         pass
+
+
+def _mutation_table():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("mutation_table",
+                                                  ROOT / "scripts/mutation_table.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mutation_table"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_interpreter_archive_verifies_and_a_wrong_key_exits_4(capsys):
+    table = _mutation_table()
+    archive = str(ROOT / "evidence/mutation/pr-interpreter-v2-cpu-20261203.tar.xz")
+    assert table.main([archive, "--pubkey",
+                       str(ROOT / "evidence/keys/topp-gate-evidence-4.pub")]) == 0
+    out = capsys.readouterr().out
+    assert "| `pr-interpreter-v2` | `regression/v1` | interpreter | PASS" in out
+    assert table.main([archive, "--pubkey",
+                       str(ROOT / "evidence/keys/topp-gate-evidence-3.pub")]) == 4
+    err = capsys.readouterr().err
+    assert err.startswith("mutation_table: bad_signature") and len(err.splitlines()) == 1
+    assert table.main([str(ROOT / "missing.tar.xz"), "--pubkey",
+                       str(ROOT / "evidence/keys/topp-gate-evidence-4.pub")]) == 2
