@@ -47,7 +47,7 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
              "|---|---|---|---|---|---|---|"]
     for folder, key in zip(folders, keys, strict=True):
         with mutation_folder(folder) as opened:
-            s = check_summary(opened, key)
+            s = check_summary(opened, key, roots=(REPO,))
         g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
         base = "PASS" if s["base_passes"] else "STOP"
         defects = s["base"].get("verdict", {}).get("base_defects", {}).get("rows", 0)

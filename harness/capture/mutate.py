@@ -482,28 +482,44 @@ def _check_members(path: Path, members: list[tarfile.TarInfo]) -> None:
         raise UsageError(f"{path}: declares {total} bytes, over {MAX_ARCHIVE_BYTES}")
 
 
-def check_summary(folder: Path, public_key: Any) -> dict[str, Any]:
+MAX_SUMMARY_BYTES = 16 << 20
+
+
+def _summary_manifest(folder: Path, shown: str, roots: Sequence[Path]) -> Path:
+    """A manifest the summary names: in the folder (a mutant's), else under one of ``roots``
+    (the frozen PR manifest, named relative to the repository the run started in), else as
+    given. ``verify_bundle`` then reads it as a regular file and checks it is frozen."""
+    for base in (folder, *roots):
+        candidate = base / shown
+        if candidate.is_file():
+            return candidate
+    return Path(shown)
+
+
+def check_summary(folder: Path, public_key: Any, *,
+                  roots: Sequence[Path] = ()) -> dict[str, Any]:
     """Re-verify a mutation folder: the summary's signature, then every bundle it names
-    (offline verification) and its payload digest against the summary. Returns the summary."""
+    (offline verification) and its payload digest against the summary. Returns the summary.
+    ``roots``: folders a manifest path of the summary may be relative to (the repository),
+    so the check does not depend on the working directory."""
     from ..core import dsse
-    from ..core.errors import BindingMismatchError, HarnessError
+    from ..core.errors import BindingMismatchError
+    from ..core.safeio import read_regular_file
     from ..core.verify import verify_bundle
 
-    envelope = (folder / "mutation.dsse.json").read_bytes()
-    try:
-        payload = dsse.verify(envelope, public_key, SUMMARY_PAYLOAD_TYPE)
-    except HarnessError:
-        raise
-    if payload != (folder / "mutation.json").read_bytes():
+    envelope = read_regular_file(folder / "mutation.dsse.json", "mutation envelope",
+                                 MAX_SUMMARY_BYTES)
+    payload = dsse.verify(envelope, public_key, SUMMARY_PAYLOAD_TYPE)
+    written = read_regular_file(folder / "mutation.json", "mutation summary",
+                                MAX_SUMMARY_BYTES)
+    if payload != written:
         raise BindingMismatchError("mutation.json vs its signed payload", sha256_hex(payload),
-                                   sha256_hex((folder / "mutation.json").read_bytes()))
+                                   sha256_hex(written))
     summary: dict[str, Any] = json.loads(payload)
     for entry in [summary["base"], *summary["mutants"]]:
         if not entry.get("verified"):
             continue
-        manifest = folder / entry["manifest"]["path"]
-        if not manifest.is_file():
-            manifest = Path(entry["manifest"]["path"])
+        manifest = _summary_manifest(folder, entry["manifest"]["path"], roots)
         verified = verify_bundle(folder / entry["bundle"], public_key,
                                  frozen_manifest=manifest, workers=1)
         if verified.payload_sha256 != entry["payload_sha256"]:

@@ -95,7 +95,9 @@ def _mutation_table():
     return module
 
 
-def test_the_committed_interpreter_archive_verifies_and_a_wrong_key_exits_4(capsys):
+def test_the_committed_interpreter_archive_verifies_and_a_wrong_key_exits_4(
+        capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the repository: the frozen manifest is found anyway
     table = _mutation_table()
     archive = str(ROOT / "evidence/mutation/pr-interpreter-v2-cpu-20261203.tar.xz")
     assert table.main([archive, "--pubkey",
@@ -108,3 +110,15 @@ def test_the_committed_interpreter_archive_verifies_and_a_wrong_key_exits_4(caps
     assert err.startswith("mutation_table: bad_signature") and len(err.splitlines()) == 1
     assert table.main([str(ROOT / "missing.tar.xz"), "--pubkey",
                        str(ROOT / "evidence/keys/topp-gate-evidence-4.pub")]) == 2
+
+
+def test_a_fifo_in_place_of_the_summary_is_refused_not_waited_on(tmp_path):
+    import os
+
+    from harness.capture.mutate import check_summary
+    from harness.core.keys import load_public_key
+
+    os.mkfifo(tmp_path / "mutation.dsse.json")
+    key = load_public_key(ROOT / "evidence/keys/topp-gate-evidence-4.pub")
+    with pytest.raises(UsageError, match="not a regular file|mutation envelope"):
+        check_summary(tmp_path, key)
