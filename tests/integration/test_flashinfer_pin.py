@@ -7,6 +7,7 @@ sources and headers its JIT compiles, and hashes every file. The wheel comes fro
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,29 @@ def test_the_sampler_of_a_batch_is_the_one_vllm_0_33_calls():
     assert guess(b"", 2, 100, [20, 100], [1.0, 0.9]) == "top-k-top-p-sampling"
     assert guess(b"", 1, 100, [20], [0.9]) == "top-k-top-p-sampling"
     assert family.stable_copy  # the JIT build is keyed by the copy's paths and times
+
+
+def test_the_jit_library_record_hashes_the_loaded_object_once_and_again_when_it_changes(
+        tmp_path, monkeypatch):
+    """What the evidence records of FlashInfer's JIT-built object (the verifier cannot
+    rebuild it): its sha256, read once per child, and read again if the file changed."""
+    import hashlib
+    import types
+
+    from harness.capture.families import flashinfer
+
+    so = tmp_path / "sampling.so"
+    so.write_bytes(b"\x7fELF first build")
+    spec = types.SimpleNamespace(jit_library_path=str(so))
+    module = types.SimpleNamespace(gen_sampling_module=lambda: spec)
+    monkeypatch.setitem(sys.modules, "flashinfer.jit.sampling", module)
+    monkeypatch.setattr(flashinfer, "_JIT_SEEN", {})
+    first = flashinfer.jit_library()
+    assert first == {"sha256": hashlib.sha256(b"\x7fELF first build").hexdigest(), "bytes": 16,
+                     "built_by_this_child": True}
+    assert flashinfer.jit_library() == first and len(flashinfer._JIT_SEEN) == 1
+    so.write_bytes(b"\x7fELF a rebuild, longer")
+    assert flashinfer.jit_library()["sha256"] == hashlib.sha256(
+        b"\x7fELF a rebuild, longer").hexdigest()
+    so.unlink()
+    assert "FileNotFoundError" in flashinfer.jit_library()["error"]

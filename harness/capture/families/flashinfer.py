@@ -57,6 +57,7 @@ CUDA only (FlashInfer has no CPU path): the interpreter backend refuses every pa
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import sys
 import time
@@ -294,22 +295,29 @@ class _Recording:
 
 
 _CHILD_STARTED = time.time()
+_JIT_SEEN: dict[tuple[int, int, int, int], dict[str, Any]] = {}
 
 
 def jit_library() -> dict[str, Any]:
     """The sampling module's JIT-built shared object this child loaded: its sha256, and
     whether this child built it (modified after the child started) or found ninja's build
-    up to date. Recorded, never judged: the verifier cannot rebuild it."""
-    try:
-        spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
-        path = Path(spec.jit_library_path)
-        data = path.read_bytes()
-        built = path.stat().st_mtime >= _CHILD_STARTED
-    except Exception as err:  # recorded as evidence, never fatal
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
+    up to date. Recorded, never judged: the verifier cannot rebuild it. Hashed once per
+    child (every case of a child loads the same file; it is hashed again only if it
+    changed)."""
     from ...core.digest import sha256_hex
 
-    return {"sha256": sha256_hex(data), "bytes": len(data), "built_by_this_child": built}
+    try:
+        spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
+        with open(spec.jit_library_path, "rb") as handle:
+            info = os.fstat(handle.fileno())
+            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+            if key not in _JIT_SEEN:
+                data = handle.read()
+                _JIT_SEEN[key] = {"sha256": sha256_hex(data), "bytes": len(data),
+                                  "built_by_this_child": info.st_mtime >= _CHILD_STARTED}
+    except Exception as err:  # recorded as evidence, never fatal
+        return {"error": f"{type(err).__name__}: {err}"[:300]}
+    return dict(_JIT_SEEN[key])
 
 
 FAMILY = register(FlashInfer())
