@@ -91,7 +91,8 @@ def _worst(rows: list[dict[str, Any]], key: str) -> str:
     return "0" if value == 0 else f"{value:.3g} at {where}"
 
 
-def row_of(path: Path, pub: Path) -> str:
+def row_of(path: Path, pub: Path) -> tuple[str, str]:
+    """The bundle's workload cell (to group rows by) and its table line."""
     view = open_bundle(path, load_public_key(pub))
     predicate = view.statement["predicate"]
     manifest = json.loads(view.raw("manifest.json"))
@@ -104,10 +105,11 @@ def row_of(path: Path, pub: Path) -> str:
     stopped = sum(1 for row in rows if row.get("stops"))
     detail = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"
     rules = (predicate.get("judgement") or {}).get("rules", "seed/v1")
-    cells = [_side(manifest, "patched"), _side(manifest, "stock"), _workload(manifest),
+    workload = _workload(manifest)
+    cells = [_side(manifest, "patched"), _side(manifest, "stock"), workload,
              f"`{rules}`", f"**{verdict['verdict']}**", f"{stopped}/{len(rows)}: {detail}",
              _worst(rows, "patched_mass_outside"), _worst(rows, "patched_mass_dropped")]
-    return "| " + " | ".join(_cell(c) for c in cells) + " |" + f" <!-- {path.name} -->"
+    return workload, "| " + " | ".join(_cell(c) for c in cells) + " |" + f" <!-- {path.name} -->"
 
 
 def generate(bundles: Path = BUNDLES, table: Path = TABLE,
@@ -116,15 +118,15 @@ def generate(bundles: Path = BUNDLES, table: Path = TABLE,
     lines = [BEGIN, HEADER, "|" + "---|" * 8]
     paths = sorted(p for p in bundles.glob("*") if p.is_dir()) if bundles.is_dir() else []
     paths += [p for p in beside if p.is_dir()]
-    rows = []
+    rows: list[tuple[str, str, str]] = []  # workload, bundle name, line
     for path in paths:
         rel = path.resolve().relative_to(ROOT).as_posix() if path.resolve().is_relative_to(
             ROOT) else str(path)
         if rel not in keys:
             raise SystemExit(f"impl_table: {rel} has no line in {table.name}")
-        rows.append(row_of(path, ROOT / keys[rel]))
-    # rows of one workload side by side (the workload cell, then the bundle's name)
-    lines.extend(sorted(rows, key=lambda row: (row.split(" | ")[2], row.rsplit("<!--", 1)[1])))
+        workload, line = row_of(path, ROOT / keys[rel])
+        rows.append((workload, path.name, line))
+    lines.extend(line for _, _, line in sorted(rows))  # one workload's rows side by side
     if not paths:
         lines.append("| (no implementation bundle committed yet) | | | | | | | |")
     lines.append(END)
