@@ -43,11 +43,13 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
                                          else pubkeys)]
     lines = [BEGIN, "",
              "| matrix | rules | backend | base | gate kills | vLLM criterion (reimplemented): "
-             "base, kills | survivors of the gate (smallest diff first) |",
+             "base, kills | survivors of the gate (smallest diff first; their patched outputs "
+             "against the base's) |",
              "|---|---|---|---|---|---|---|"]
     for folder, key in zip(folders, keys, strict=True):
         with mutation_folder(folder) as opened:
             s = check_summary(opened, key, roots=(REPO,))
+            survivors = _survivors(opened, s, key)
         g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
         base = "PASS" if s["base_passes"] else "STOP"
         defects = s["base"].get("verdict", {}).get("base_defects", {}).get("rows", 0)
@@ -55,8 +57,26 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
                      f"{s['backend']} | {base} ({defects} base-defect rows) | "
                      f"{g['killed']}/{g['of']} ({100 * g['killed'] // max(g['of'], 1)}%) | "
                      f"{_criterion(s, v)} | "
-                     + (", ".join(f"`{x}`" for x in s["survivors"]) or "none") + " |")
+                     + (survivors or "none") + " |")
     return "\n".join([*lines, "", END]) + "\n"
+
+
+def _survivors(folder: Path, summary: dict, key: object) -> str:
+    """Each survivor with what its outputs did: ``= base`` when its patched output equals the
+    base's on every row (the matrix never made the mutation observable), else how many rows
+    changed with no stop. Read from the bundles :func:`check_summary` just verified."""
+    from harness.capture.mutant_outputs import changed_rows
+    from harness.core.verify import open_bundle
+
+    base = open_bundle(folder / summary["base"]["bundle"], key)
+    by_id = {m["id"]: m for m in summary["mutants"]}
+    shown = []
+    for name in summary["survivors"]:
+        rows = changed_rows(base, open_bundle(folder / by_id[name]["bundle"], key))
+        said = ("outputs not comparable" if rows is None else "outputs = base" if not rows
+                else f"{len(rows)} row{'s' if len(rows) != 1 else ''} changed")
+        shown.append(f"`{name}` ({said})")
+    return ", ".join(shown)
 
 
 def _criterion(summary: dict, rate: dict) -> str:
