@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One call on the lent NVIDIA H200 (no network): mutation-test the gate with a frozen CUDA
-# PR matrix (issue 20; MATRIX=pr-cuda-v2 by default, evidence/manifests/pr/$MATRIX.json). 'topp-gate mutate' runs the base (vLLM 0.33.0 against itself) and every
+# PR matrix (issue 20; MATRIX=pr-cuda-v3 by default, evidence/manifests/pr/$MATRIX.json). 'topp-gate mutate' runs the base (vLLM 0.33.0 against itself) and every
 # mutant of the catalogue (topp-gate/mutants/v1) with --backend cuda, JOBS runs at once on the
 # one GPU, verifies every bundle, computes vLLM's own batch count criterion beside the gate,
-# and signs mutation.json with the key at .carry/topp-gate-evidence-3.key.
+# and signs mutation.json with $KEY (scripts/device_common.sh: .carry/topp-gate-evidence-4.key).
 # Carried in ignored folders (as scripts/device_sweep.sh):
 #   .whl/    wheels the GPU image lacks (jsonschema and its deps, cryptography, cffi,
 #            pycparser, rfc8785, pyzmq)
@@ -15,7 +15,7 @@
 #   device run: bash scripts/device_mutate.sh   (carry: .whl .carry)
 set -uo pipefail
 JOBS=${JOBS:-10}
-MATRIX=${MATRIX:-pr-cuda-v2}
+MATRIX=${MATRIX:-pr-cuda-v3}
 # mutate is stopped at DEADLINE (epoch seconds; default 540 s from now), so the log (and
 # whatever it wrote) always comes back within the call's 600 s
 DEADLINE=${DEADLINE:-$(( $(date +%s) + 540 ))}
