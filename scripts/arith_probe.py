@@ -136,9 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stride", type=int, default=1,
                         help="try every N-th float32 (default 1: all; the interpreter needs more)")
     args = parser.parse_args(argv)
-    if args.out.exists():
-        print(f"arith_probe: {args.out} already exists", file=sys.stderr)
+    if os.path.lexists(args.out):
+        print(f"arith_probe: {ascii(str(args.out))} already exists", file=sys.stderr)
         return 2
+    private = None
+    if args.key is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from harness.capture.signing import load_private_key
+        from harness.core.errors import HarnessError
+
+        try:  # before measuring: a bad key costs no GPU time
+            private = load_private_key(args.key)
+        except (HarnessError, OSError) as err:
+            print(f"arith_probe: {ascii(str(err))}", file=sys.stderr)
+            return 2
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     device = "cpu" if interpreted or not torch.cuda.is_available() else "cuda"
     if device == "cpu" and not interpreted:
@@ -157,13 +168,20 @@ def main(argv: list[str] | None = None) -> int:
         "measured": measure(device, args.stride),
     }
     raw = (json.dumps(result, indent=1, sort_keys=True) + "\n").encode()
-    args.out.write_bytes(raw)
-    if args.key is not None:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        from harness.capture.signing import load_private_key, sign
+    files = {args.out: raw}
+    if private is not None:
+        from harness.capture.signing import sign
 
-        envelope = sign(raw, load_private_key(args.key), PAYLOAD_TYPE)
-        Path(f"{args.out}.dsse.json").write_text(json.dumps(envelope, indent=1) + "\n")
+        envelope = sign(raw, private, PAYLOAD_TYPE)
+        files[Path(f"{args.out}.dsse.json")] = (json.dumps(envelope, indent=1) + "\n").encode()
+    for path, data in files.items():
+        try:
+            with path.open("xb") as handle:  # never over an existing file or a link
+                handle.write(data)
+        except OSError as err:
+            print(f"arith_probe: cannot write {ascii(str(path))}: {err.strerror}",
+                  file=sys.stderr)
+            return 2
     print(raw.decode(), end="")
     return 0
 

@@ -66,13 +66,19 @@ def _survivors(folder: Path, summary: dict, key: object) -> str:
     base's on every row (the matrix never made the mutation observable), else how many rows
     changed with no stop. Read from the bundles :func:`check_summary` just verified."""
     from harness.capture.mutant_outputs import changed_rows
+    from harness.capture.mutate import summary_path
+    from harness.core.errors import MalformedEvidenceError
     from harness.core.verify import open_bundle
 
-    base = open_bundle(folder / summary["base"]["bundle"], key)
     by_id = {m["id"]: m for m in summary["mutants"]}
+    base = (open_bundle(summary_path(folder, summary["base"]["bundle"]), key)
+            if summary["base"].get("verified") else None)
     shown = []
     for name in summary["survivors"]:
-        rows = changed_rows(base, open_bundle(folder / by_id[name]["bundle"], key))
+        if name not in by_id or not by_id[name].get("verified"):
+            raise MalformedEvidenceError(f"survivor {name} has no verified bundle")
+        rows = None if base is None else changed_rows(
+            base, open_bundle(summary_path(folder, by_id[name]["bundle"]), key))
         said = ("outputs not comparable" if rows is None else "outputs = base" if not rows
                 else f"{len(rows)} row{'s' if len(rows) != 1 else ''} changed")
         shown.append(f"`{name}` ({said})")
@@ -109,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     except (HarnessError, OSError) as err:  # one line; a refused bundle or summary exits 4
         print(f"mutation_table: {printable(str(err))}", file=sys.stderr)
         return err.exit_code if isinstance(err, HarnessError) else 2
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a signed summary
+        # of another shape than topp-gate mutate writes: refused in one line, never a table
+        print(f"mutation_table: malformed mutation summary ({type(err).__name__}: "
+              f"{printable(str(err))})", file=sys.stderr)
+        return 4
     if not (args.check or args.write):
         sys.stdout.write(text)
         return 0

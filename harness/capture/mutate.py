@@ -37,6 +37,7 @@ import ast
 import json
 import lzma
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -496,6 +497,29 @@ def _summary_manifest(folder: Path, shown: str, roots: Sequence[Path]) -> Path:
     return Path(shown)
 
 
+_SUMMARY_ID = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
+_SUMMARY_PATH = re.compile(r"(?:bundles|mutants)/[a-z0-9][a-z0-9.-]{0,63}(?:\.diff)?")
+
+
+def summary_path(folder: Path, shown: Any) -> Path:
+    """A bundle or diff path the signed summary names, refused unless it is one plain name
+    under ``bundles/`` or ``mutants/`` of the folder (never ``..``, absolute or odd text)."""
+    from ..core.errors import MalformedEvidenceError
+
+    if not isinstance(shown, str) or not _SUMMARY_PATH.fullmatch(shown):
+        raise MalformedEvidenceError(f"mutation summary names the path {shown!r}")
+    return folder / shown
+
+
+def summary_id(shown: Any) -> str:
+    """A mutant id the signed summary names (printed into README tables): catalogue-shaped."""
+    from ..core.errors import MalformedEvidenceError
+
+    if not isinstance(shown, str) or not _SUMMARY_ID.fullmatch(shown):
+        raise MalformedEvidenceError(f"mutation summary names the mutant {shown!r}")
+    return shown
+
+
 def check_summary(folder: Path, public_key: Any, *,
                   roots: Sequence[Path] = ()) -> dict[str, Any]:
     """Re-verify a mutation folder: the summary's signature, then every bundle it names
@@ -516,11 +540,14 @@ def check_summary(folder: Path, public_key: Any, *,
         raise BindingMismatchError("mutation.json vs its signed payload", sha256_hex(payload),
                                    sha256_hex(written))
     summary: dict[str, Any] = json.loads(payload)
+    for name in summary["survivors"]:
+        summary_id(name)
     for entry in [summary["base"], *summary["mutants"]]:
+        summary_id(entry["id"])
         if not entry.get("verified"):
             continue
         manifest = _summary_manifest(folder, entry["manifest"]["path"], roots)
-        verified = verify_bundle(folder / entry["bundle"], public_key,
+        verified = verify_bundle(summary_path(folder, entry["bundle"]), public_key,
                                  frozen_manifest=manifest, workers=1)
         if verified.payload_sha256 != entry["payload_sha256"]:
             raise BindingMismatchError(f"bundle {entry['bundle']} payload",
@@ -529,8 +556,10 @@ def check_summary(folder: Path, public_key: Any, *,
             raise BindingMismatchError(f"bundle {entry['bundle']} verdict",
                                        json.dumps(entry["verdict"]),
                                        json.dumps(verified.verdict))
-        if "diff" in entry and sha256_hex((folder / entry["diff"]).read_bytes()) \
-                != entry["diff_sha256"]:
-            raise BindingMismatchError(f"mutant diff {entry['diff']}", entry["diff_sha256"],
-                                       sha256_hex((folder / entry["diff"]).read_bytes()))
+        if "diff" in entry:
+            diff = sha256_hex(read_regular_file(summary_path(folder, entry["diff"]),
+                                                "mutant diff", MAX_SUMMARY_BYTES))
+            if diff != entry["diff_sha256"]:
+                raise BindingMismatchError(f"mutant diff {entry['diff']}",
+                                           entry["diff_sha256"], diff)
     return summary

@@ -81,3 +81,20 @@ def test_the_committed_h200_measurement_is_signed_by_evidence_key_4():
     result = json.loads(signed)
     assert result["backend"] == "cuda" and result["measured"]["stride"] == 1
     assert result["measured"]["exp_nonpositive_tried"] == probe.NEG_COUNT
+
+
+def test_a_bad_key_or_an_unwritable_place_is_one_line_and_writes_nothing(
+        interpreted, tmp_path, capsys):
+    probe = _probe()
+    (tmp_path / "bad.key").write_text("not a key\n")
+    assert probe.main(["--out", str(tmp_path / "p.json"), "--key",
+                       str(tmp_path / "bad.key")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "p.json").exists()
+    assert probe.main(["--out", str(tmp_path / "missing" / "p.json"),
+                       "--stride", "100000007"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("arith_probe: cannot write") and err.count("\n") == 1
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    assert probe.main(["--out", str(tmp_path / "link.json")]) == 2
+    assert not (tmp_path / "elsewhere.json").exists()

@@ -122,3 +122,25 @@ def test_a_fifo_in_place_of_the_summary_is_refused_not_waited_on(tmp_path):
     key = load_public_key(ROOT / "evidence/keys/topp-gate-evidence-4.pub")
     with pytest.raises(UsageError, match="not a regular file|mutation envelope"):
         check_summary(tmp_path, key)
+
+
+@pytest.mark.parametrize("shown", ["../../etc/passwd", "/etc/passwd", "bundles/../x",
+                                   "bundles/a\x1b[31m", "bundles/a/b", 7, "logs/base"])
+def test_a_summary_path_outside_bundles_or_mutants_is_refused(tmp_path, shown):
+    from harness.capture.mutate import summary_path
+    from harness.core.errors import MalformedEvidenceError
+
+    with pytest.raises(MalformedEvidenceError, match="names the path"):
+        summary_path(tmp_path, shown)
+    assert summary_path(tmp_path, "bundles/cmp-ties-le") == tmp_path / "bundles/cmp-ties-le"
+    assert summary_path(tmp_path, "mutants/x.diff") == tmp_path / "mutants/x.diff"
+
+
+@pytest.mark.parametrize("shown", ["`x`", "a|b", "A", "x\n", "", None, "a" * 65])
+def test_a_mutant_id_that_could_break_a_table_is_refused(shown):
+    from harness.capture.mutate import summary_id
+    from harness.core.errors import MalformedEvidenceError
+
+    with pytest.raises(MalformedEvidenceError, match="names the mutant"):
+        summary_id(shown)
+    assert summary_id("const-min-prob-1e-12") == "const-min-prob-1e-12"
