@@ -58,7 +58,29 @@ def test_rows_are_compared_byte_for_byte_within_a_case(run):
         assert base.raw(out)[start:start + width] != other.raw(out)[start:start + width]
 
 
-def test_bundles_of_different_captured_inputs_are_not_compared(run, tmp_path):
+def test_bundles_of_different_captured_inputs_are_not_compared(run):
     _, views = run
-    other = ROOT / "evidence/mutation/pr-cuda-v2-h200-20261203/bundles/base"
-    assert changed_rows(views["base"], open_bundle(other, KEY)) is None
+    other = ROOT / "evidence/mutation/pr-cuda-h200-20261201/bundles/base"
+    key_3 = load_public_key(ROOT / "evidence/keys/topp-gate-evidence-3.pub")  # signed it
+    assert changed_rows(views["base"], open_bundle(other, key_3)) is None
+
+
+class _OtherInputs:
+    """A real verified view whose first case's logits digest reads differently: the same
+    case ids and outputs, other captured inputs."""
+
+    def __init__(self, view):
+        self._view = view
+        self._logits = json.loads(view.raw("cases.json"))["cases"][0]["logits"]
+
+    def raw(self, name):
+        return self._view.raw(name)
+
+    def digest(self, name):
+        return "0" * 64 if name == self._logits else self._view.digest(name)
+
+
+def test_the_same_cases_on_other_captured_inputs_are_not_compared(run):
+    _, views = run
+    assert changed_rows(views["base"], views["base"]) == []
+    assert changed_rows(views["base"], _OtherInputs(views["base"])) is None
