@@ -40,7 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
-NEG_ZERO_BITS = -(1 << 31)          # 0x80000000 as int32: -0.0
+# the kernels write these as literals (a Triton kernel reads no plain global): -0.0 is bit
+# pattern 0x80000000, i.e. offs - 2**31 as int32; the smallest normal float32 is 0x00800000
 NEG_COUNT = (1 << 31) - (1 << 23)   # -0.0 down to -FLT_MAX: every finite t <= 0
 ONE_BITS = 0x3F800000
 MIN_NORMAL_BITS = 0x00800000
