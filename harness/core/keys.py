@@ -39,10 +39,12 @@ def _read_key_file(path: Path) -> bytes:
 # The project's evidence keys, shipped as package data (byte-identical copies of
 # evidence/keys/*.pub, held so by test): the first signed the bundles of 2026-11-29, the
 # second the release sweep, the third the implementation bundles (issue 21), the fourth
-# the bundles of 2026-12-03 (pr-cuda-v2, FlashInfer's samplers, the deployment inputs). Only
-# a built-in key can be picked by a bundle's key id hint.
+# the bundles of 2026-12-03 (pr-cuda-v2, FlashInfer's samplers, the deployment inputs), the
+# fifth the whole-sampler PR runs of issue 26 (the fourth's private half was not carried to
+# that session's machine). Only a built-in key can be picked by a bundle's key id hint.
 PROJECT_KEY_RESOURCES = ("data/keys/topp-gate-evidence.pub", "data/keys/topp-gate-evidence-2.pub",
-                         "data/keys/topp-gate-evidence-3.pub", "data/keys/topp-gate-evidence-4.pub")
+                         "data/keys/topp-gate-evidence-3.pub", "data/keys/topp-gate-evidence-4.pub",
+                         "data/keys/topp-gate-evidence-5.pub")
 
 
 def project_public_keys() -> dict[str, Ed25519PublicKey]:
