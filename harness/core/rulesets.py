@@ -29,6 +29,12 @@ Rule sets:
     the change has one, or when the change's symmetric difference from the oracle is larger
     than the base's; rows the base already fails are the base's defects, counted in the
     verdict's ``base_defects`` (never a pass of the base, never hidden).
+``regression/v2``
+    a pull request against its base on every row, base defect or not
+    (:mod:`harness.core.regression_v2`): the change stops on a fault the base does not have,
+    an oracle token the base kept and it drops, growth of its missing-oracle count, symmetric
+    difference or binary64 mass outside/dropped, or a rewritten kept value; the verdict lists
+    the base-defect rows, how many the change altered, and the broken rows by reason.
 ``support/v1``
     sampling kernels (:mod:`harness.core.support_rules`): every token a side drew (the
     finite positions of its output row) lies in the oracle's set plus the count envelope,
@@ -44,7 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import gate, regression_rules, serve_rules, support_rules
+from . import gate, regression_rules, regression_v2, serve_rules, support_rules
 from .errors import InternalError, UnknownJudgementError
 from .oracle import OracleOutcome
 
@@ -142,6 +148,13 @@ RULE_SETS: dict[str, RuleSet] = {
                                       "drawn token in the oracle's set plus the count envelope",
                                       support_rules.STOP_REASONS, support_rules.judge,
                                       needs_raw=True, top_k=True),
+    regression_v2.REGRESSION_V2: RuleSet(
+        regression_v2.REGRESSION_V2,
+        "a pull request against its base on every row: the change's new faults, lost oracle "
+        "tokens, missing-oracle, symmetric-difference and binary64 mass growth, rewritten "
+        "kept values stop; base-defect rows are listed with whether the change altered them",
+        regression_v2.STOP_REASONS, regression_v2.judge, needs_raw=True, top_k=True,
+        verdict_extra=regression_v2.verdict_extra),
 }
 
 # Every stop reason any rule set can give (the receipt schema enumerates this set).
