@@ -33,6 +33,8 @@ and whether the change altered it in ``base_defect_rows``; the change's stops ar
 reason in ``broken_rows``.
 
 Diagnostics (never a stop), per row: both sides' faults, ``new_faults``, ``base_defect``,
+which forced rules each side fails on a forced row (``{side}_forced_failures``, as
+``serve/v1`` names them),
 ``altered`` (the change's kept set differs from the base's), both sides' masses (IEEE-754
 hex), changed kept values, exact mask equality, and minimality by the seed's own test
 (:func:`minimal`): ``regression/v1`` and the seed's gate call a p >= 1 row minimal by the
@@ -50,10 +52,12 @@ from typing import Any
 from . import gate
 from .f32 import hexf
 from .integrity import changed_values
+from .names import FORCED
 from .oracle import Certified
 from .regression_rules import SYMDIFF_GROWTH, base_defects, side_faults
 from .rule_rows import read_sides, row_head
 from .serve_rules import RowMass
+from .serve_rules import _forced_failures as forced_failures
 
 REGRESSION_V2 = "regression/v2"
 NEW_FAULT = "new_fault"
@@ -133,11 +137,15 @@ def judge(data: Any) -> dict[str, Any]:
     result.update({name: side.summary for name, side in sides.items()})
     diagnostics: dict[str, Any] = {}
     changed = {}
-    for name, mask in masks.items():
+    for name, side in (("stock", data.stock), ("patched", data.patched)):
+        mask = masks[name]
         if mask is not None:
             changed[name] = changed_values(data.logits_bytes, data.side_bytes[name],
                                            fast=data.fast)
             diagnostics[f"{name}_values_changed"] = changed[name]
+            if row.kind == FORCED:  # which forced rules fail (the report's forced table)
+                diagnostics[f"{name}_forced_failures"] = forced_failures(
+                    row, mask, side.values, splits[name])
     if certified is not None and all(m is not None for m in masks.values()):
         faults = {name: side_faults(row, certified, masks[name], side.values, changed[name],
                                     splits[name])

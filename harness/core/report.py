@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from .names import FORCED, ORDINARY, SIDES
+from .regression_v2 import REGRESSION_V2
 from .terminal import printable
 
 AMBIGUOUS = "oracle_boundary_ambiguous"
@@ -415,6 +416,8 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
     cannot be shown safely in that format."""
     text = _text_for(report_format)
     s = summarize(inputs)
+    change = inputs.rules == REGRESSION_V2  # a change against its base: base/change words
+    heads = ("base (stock)", "change (patched)") if change else SIDES
     out = [f"# topp-gate report: {text(s['manifest'])}", ""]
     out += [f"**Verdict: {s['verdict']}**", ""]
     if s["reasons"]:
@@ -429,13 +432,25 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
     out += ["", f"Backend: {backend_label(inputs.backend, inputs.evidence, text)}.", "",
             f"Rows judged: {s['rows']} ({s['forced_rows']} forced, {s['ordinary_rows']} "
             f"ordinary or boundary); rows stopped: {s['rows_stopped']}.", "",
+            REGRESSION_V2_SCOPE if change else
             "Passing proves only that the forced masking defect is fixed without a detected "
             "regression against the bounded ordinary-row contract; it does not prove exact "
             "top-p behaviour in general.", ""]
 
-    out += base_defect_lines(inputs, text)
+    out += regression_v2_lines(inputs, text) if change else base_defect_lines(inputs, text)
     out += ["## Forced rows", ""]
-    if s["forced"]:
+    if s["forced"] and change:
+        out += [f"The base lost the forced token on {s['stock_lost_forced']} of "
+                f"{s['forced_rows']} forced rows; the change held on {s['patched_held']} of "
+                f"{s['forced_rows']}. The base's failures are its defects (listed above); the "
+                "change's are judged against the base's.", ""]
+        out += _table(["forced value", "vocab", "rows", "base lost forced token",
+                       "base failures", "change held", "change failures"],
+                      ([_shown(g["value"], text), g["vocab"], g["rows"],
+                        f"{g['stock_lost_forced']}/{g['rows']}", _counts(g["stock_failures"]),
+                        f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
+                       for g in s["forced"]))
+    elif s["forced"]:
         out += [f"Stock lost the forced token on {s['stock_lost_forced']} of {s['forced_rows']} "
                 f"forced rows; patched held on {s['patched_held']} of {s['forced_rows']}. "
                 "Stock failures are the reproduced defect, never a stop.", ""]
@@ -451,7 +466,7 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
 
     out += ["## Ordinary rows (boundary rows included)", ""]
     env = s["envelope"]
-    out += _table(["figure", *SIDES], [
+    out += _table(["figure", *heads], [
         ["rows with a count", *(env[x]["rows"] for x in SIDES)],
         ["largest kept - oracle (signed, by magnitude)",
          *(f"{env[x]['max_abs_diff']} at {env[x]['max_abs_row']}"
@@ -464,7 +479,8 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
         ["rows with the oracle's count", *(env[x]["equal_count"] for x in SIDES)],
     ])
     sd = s["symdiff"]
-    out += ["", f"Symmetric difference from the oracle, patched against stock, row by row: "
+    compared = "change against base" if change else "patched against stock"
+    out += ["", f"Symmetric difference from the oracle, {compared}, row by row: "
             f"{sd['better']} better, {sd['equal']} equal, {sd['worse']} worse.", ""]
 
     out += ["## Diagnostics (never a stop)", ""]
@@ -472,12 +488,14 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
     for kind in (ORDINARY, FORCED):
         for side in SIDES:
             d = s["diagnostics"][kind][side]
-            body.append([kind, side, f"{d['exact']}/{d['judged']}", d["minimal_yes"],
+            body.append([kind, heads[SIDES.index(side)], f"{d['exact']}/{d['judged']}",
+                         d["minimal_yes"],
                          d["minimal_no"], d["minimal_undefined"]])
     out += _table(["rows", "side", "exact mask equality", "minimal", "not minimal",
                    "minimality undefined"], body)
     out += ["", "Minimal: removing the lowest-priority kept token drops the reference prefix "
-            "below p. Undefined: empty, NaN or non-prefix output.", ""]
+            "below p" + (" (by mass on every row, p = 1 rows included)" if change else "")
+            + ". Undefined: empty, NaN or non-prefix output.", ""]
 
     out += ["## Oracle", ""]
     out += _table(["rows", "certified", "oracle_boundary_ambiguous"],
@@ -509,4 +527,63 @@ def base_defect_lines(inputs: ReportInputs, text: Callable[[str], str]) -> list[
                       ", ".join(r["diagnostics"].get("patched_faults", [])) or "none",
                       ", ".join(r["stops"]) or "none"]
                      for r in inputs.rows if r["diagnostics"].get("stock_faults")))
+    return lines + [""]
+
+
+REGRESSION_V2_SCOPE = (
+    "Judged as a change (patched) against its base (stock) on every row, base defect or not. "
+    "Passing proves only that the change introduces no detected regression against its base: "
+    "no fault the base does not have, no oracle token the base kept and the change drops, no "
+    "growth of missing oracle tokens, symmetric difference or binary64 mass outside or "
+    "dropped, no rewritten kept value. It does not prove the base or the change correct.")
+
+
+def _mass(result: Mapping[str, Any], key: str) -> str:
+    value = result["diagnostics"].get(key)
+    return "-" if not isinstance(value, str) else f"{float.fromhex(value):.3g}"
+
+
+def _pair(result: Mapping[str, Any], key: str) -> str:
+    return " / ".join(_cell(result.get(side, {}).get(key)) for side in SIDES)
+
+
+def regression_v2_lines(inputs: ReportInputs, text: Callable[[str], str]) -> list[str]:
+    """Rule set regression/v2: both sides on every base-defect row (faults, kept, symmetric
+    difference, missing oracle tokens, binary64 masses, whether the change altered the row,
+    its stops), then the rows the change broke, by reason (the verdict's ``broken_rows``)."""
+    defects = inputs.verdict.get("base_defects")
+    defects = defects if isinstance(defects, Mapping) else {"rows": 0, "reasons": {}}
+    lines = ["## Base defects (the base already fails these rows; never a pass of the base)",
+             ""]
+    defect_rows = [r for r in inputs.rows if r["diagnostics"].get("stock_faults")]
+    if not defect_rows:
+        lines += ["The base (stock) fails no row judged alone against the oracle.", ""]
+    else:
+        altered = sum(bool(r["diagnostics"].get("altered")) for r in defect_rows)
+        lines += [f"The base (stock) fails {defects['rows']} of {len(inputs.rows)} rows judged "
+                  "alone against the oracle: "
+                  + _counts({str(k): v for k, v in defects.get("reasons", {}).items()})
+                  + f". The change altered {altered} of them. There, as on every row, the "
+                  "change is judged against the base. Each pair is base / change; masses are "
+                  "binary64 softmax of the whole row.", ""]
+        lines += _table(["row", "base faults", "change faults", "kept", "symdiff",
+                         "missing oracle", "mass outside", "mass dropped", "altered",
+                         "change stops"],
+                        ([text(_row_id(r)), ", ".join(r["diagnostics"]["stock_faults"]),
+                          ", ".join(r["diagnostics"].get("patched_faults", [])) or "none",
+                          _pair(r, "kept"), _pair(r, "symdiff"), _pair(r, "missing_oracle"),
+                          f"{_mass(r, 'stock_mass_outside')} / "
+                          f"{_mass(r, 'patched_mass_outside')}",
+                          f"{_mass(r, 'stock_mass_dropped')} / "
+                          f"{_mass(r, 'patched_mass_dropped')}",
+                          bool(r["diagnostics"].get("altered")),
+                          ", ".join(r["stops"]) or "none"]
+                         for r in defect_rows))
+        lines += [""]
+    lines += ["## Rows the change broke", ""]
+    broken = inputs.verdict.get("broken_rows")
+    if not isinstance(broken, Mapping) or not broken:
+        return lines + ["The change broke no row.", ""]
+    lines += [f"- `{reason}` ({len(rows)}): " + ", ".join(text(str(r)) for r in rows)
+              for reason, rows in broken.items()]
     return lines + [""]
