@@ -227,6 +227,22 @@ def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes,
     return data
 
 
+def _masked_copy(output: bytes | str, logits: bytes, vocab: int) -> bytes | str:
+    """Kept-value integrity before anything is signed: an output whose rows are not all
+    masked copies of the input rows (each position -inf or the input's exact bits) is not
+    signed as "ok", which ``verify`` would refuse (a binding of every bundle, whatever rule
+    set judges it); it is ``unreadable_output`` (it cannot be read as a mask), so every row
+    of that case stops, by every rule set. An output of another size is left to the judge
+    (``unreadable_output`` too)."""
+    from ..core.integrity import first_changed_row
+
+    if isinstance(output, str) or len(output) != len(logits):
+        return output
+    if first_changed_row(logits, output, vocab, fast=numpy_available()) is not None:
+        return "unreadable_output"
+    return output
+
+
 def _split_path_failed(results: Mapping[str, SideResult],
                        dispatch: Mapping[str, Mapping[str, str]]) -> bool:
     """Whether any side recorded a case whose declared path it could not prove, or found
@@ -483,7 +499,8 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
         if case.k_path is not None and k is not None:
             inputs[case.k_path] = k
         for name in SIDES:
-            outputs[name][case.id] = _side_case_bytes(results[name], case.id, logits, p, k)
+            outputs[name][case.id] = _masked_copy(
+                _side_case_bytes(results[name], case.id, logits, p, k), logits, case.vocab)
         paths[case.id] = {n: dispatch[n][case.id] if proven[n].get(case.id, False) else None
                           for n in SIDES}
         split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)

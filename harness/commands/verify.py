@@ -47,11 +47,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         dest="require_rules",
                         help="refuse (exit 4) a bundle judged by a rule set other than ID; "
                         "repeat to accept several (an unknown ID is usage, exit 2)")
-    parser.add_argument("--require-library-binding", action="store_true",
-                        help="refuse (exit 4) a bundle whose run-time built kernel library "
-                        "(FlashInfer's JIT) its evidence does not bind to the pinned sources "
-                        "(evidence older than the binding verifies as 'unbound (legacy "
-                        "evidence)' without this flag)")
     flags.workers(parser, "the oracle rerun")
     flags.json_output(parser, "print one JSON object on stdout instead of the text lines: the "
                         "verified verdict, rows stopped by reason, the rule set and report "
@@ -88,9 +83,7 @@ def _verify_with_signer_keys(args: argparse.Namespace, progress: RowProgress
         return verify_bundle(args.bundle, public_key, strict=args.strict,
                              frozen_manifest=args.frozen_manifest, workers=args.workers,
                              progress=progress.advance,
-                             require_rules=getattr(args, "require_rules", None),
-                             require_library_binding=getattr(args, "require_library_binding",
-                                                             False)), public_key
+                             require_rules=getattr(args, "require_rules", None)), public_key
 
     if args.pubkey is not None:
         return attempt(signer_key(args.pubkey, args.bundle))
@@ -135,8 +128,8 @@ def _run(args: argparse.Namespace) -> int:
     progress.finish()
     regenerated = _regenerate(args.bundle, public_key, result) if args.regenerate else None
     if args.json:
-        print(json.dumps({**result.to_json(), **_regression_json(result.verdict),
-                          "regenerated_inputs": regenerated}, sort_keys=True))
+        print(json.dumps({**result.to_json(), "regenerated_inputs": regenerated},
+                         sort_keys=True))
     else:
         _print_text(result, regenerated)
     return EXIT_OK if result.verdict["verdict"] == "PASS" else EXIT_STOP
@@ -179,48 +172,8 @@ def _print_text(result: Any, regenerated: int | None) -> None:
     print(f"  rerun: {result.rows} rows of {result.cases} cases judged again on CPU "
           f"({processes}), identical to the receipt")
     print(f"  judged by: rule set {result.rules}, report format {result.report_format}")
-    if result.library_binding != "not applicable":
-        print(f"  kernel library: {result.library_binding}"
-              + ("" if result.library_binding == "bound" else
-                 " (nothing binds the loaded library to the pinned sources; "
-                 "--require-library-binding refuses this)"))
     if regenerated is not None:
         print(f"  inputs: {regenerated} files rebuilt from the manifest, byte for byte the "
               "captured ones")
     print(f"  verdict: {v['verdict']} ({v['rows_stopped']} of {v['rows']} rows stopped; "
           f"reasons: {reasons})")
-    for line in _regression_lines(v):
-        print(line)
-
-
-# The verdict fields a regression rule set adds (regression/v1: base_defects; regression/v2:
-# the base-defect rows, how many the change altered, the rows it broke by reason).
-_REGRESSION_KEYS = ("base_defects", "base_defect_rows", "base_defects_altered", "broken_rows")
-
-
-def _regression_json(verdict: dict[str, Any]) -> dict[str, Any]:
-    """The re-judged verdict's regression fields for ``verify --json`` (absent keys stay
-    absent: a bundle judged by other rules has none)."""
-    return {key: verdict[key] for key in _REGRESSION_KEYS if key in verdict}
-
-
-def _regression_lines(verdict: dict[str, Any]) -> list[str]:
-    """The text lines for a regression rule set's verdict; none for other rule sets."""
-    defects = verdict.get("base_defects")
-    if not isinstance(defects, dict):
-        return []
-    reasons = ", ".join(f"{name} x{n}" for name, n in defects["reasons"].items()) or "none"
-    lines = [f"  base defects: {defects['rows']} of {verdict['rows']} rows the base already "
-             f"fails (reasons: {reasons})"]
-    rows = verdict.get("base_defect_rows")
-    if isinstance(rows, list):
-        if rows:
-            lines[0] += f"; the change altered {verdict['base_defects_altered']} of them"
-        lines += [f"    {printable(r['row'])}: {', '.join(r['faults'])}"
-                  f"{' (altered)' if r['altered'] else ''}" for r in rows]
-    broken = verdict.get("broken_rows")
-    if isinstance(broken, dict):
-        lines.append(f"  rows the change broke: {'by reason' if broken else 'none'}")
-        lines += [f"    {reason} ({len(ids)}): {', '.join(printable(i) for i in ids)}"
-                  for reason, ids in broken.items()]
-    return lines

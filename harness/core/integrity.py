@@ -7,6 +7,12 @@ is defective even when its kept set is perfect. :func:`changed_values` counts, f
 the positions whose output is not -inf and whose bits differ from the input's (a NaN output
 counts, an input -inf kept as -inf does not).
 
+Kept-value integrity is a binding, not a rule: :func:`first_changed_row` is what ``verify``
+requires of every side's output whose status is "ok" (every row a masked copy of its input
+row), whatever rule set judges the bundle, and what ``run`` checks before it signs (a side
+that rewrote a value is recorded as ``unreadable_output``, never signed as ok). The rule sets
+after ``seed/v1`` still count changed values per row; under the binding that count is 0.
+
 Pure (``array``) and numpy paths; tests prove them equal. Standard library only otherwise.
 """
 
@@ -45,3 +51,29 @@ def changed_values(inputs: bytes, outputs: bytes, *, fast: bool = False) -> int:
     in_words = _words(inputs)
     return sum(1 for o, i in zip(out_words, in_words, strict=True)
                if o != i and o != NEG_INF_BITS)
+
+
+def first_changed_row(inputs: bytes, outputs: bytes, vocab: int, *,
+                      fast: bool = False) -> tuple[int, int] | None:
+    """The first row (and its :func:`changed_values` count) of a case whose output is not a
+    masked copy of its input row, or None when every row is one. ``inputs`` and ``outputs``
+    are whole cases: rows of ``vocab`` little-endian float32 each."""
+    width = 4 * vocab
+    if vocab < 1 or len(inputs) != len(outputs) or len(inputs) % width:
+        raise ShapeError(f"{len(outputs)} output bytes for {len(inputs)} input bytes in "
+                         f"rows of {vocab}")
+    if fast:
+        import numpy as np
+
+        out = np.frombuffer(outputs, dtype="<u4").reshape(-1, vocab)
+        inp = np.frombuffer(inputs, dtype="<u4").reshape(-1, vocab)
+        counts = np.count_nonzero((out != inp) & (out != NEG_INF_BITS), axis=1)
+        rows = np.flatnonzero(counts)
+        return (int(rows[0]), int(counts[rows[0]])) if rows.size else None
+    for row, start in enumerate(range(0, len(inputs), width)):
+        got, had = outputs[start:start + width], inputs[start:start + width]
+        if got != had:
+            changed = changed_values(had, got)
+            if changed:
+                return row, changed
+    return None

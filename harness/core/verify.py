@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from . import provenance
 from .bundle import MANIFEST, BundleDir
 from .digest import sha256_hex
-from .errors import HarnessDriftError, MalformedEvidenceError, wrap_as
+from .errors import (
+    BindingMismatchError,
+    HarnessDriftError,
+    MalformedEvidenceError,
+    UsageError,
+    wrap_as,
+)
 from .keys import keyid
 from .limits import workers as worker_count
 from .manifest import read_frozen_hash
@@ -185,21 +191,45 @@ def open_bundle(path: Path, public_key: Ed25519PublicKey) -> UnsafeBundleView:
 def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = False,
                   frozen_manifest: Path | None = None, workers: int | None = None,
                   fast: bool | None = None,
-                  progress: Callable[[int], None] | None = None) -> Verified:
+                  progress: Callable[[int], None] | None = None,
+                  require_rules: Collection[str] | None = None) -> Verified:
     """Verify the bundle at ``path``; return what was verified or raise VerificationError.
 
     A problem with ``frozen_manifest`` itself (missing, not a regular file, not frozen) is
-    a UsageError (exit 2), raised before the bundle is read.
+    a UsageError (exit 2), raised before the bundle is read. ``require_rules``: the rule-set
+    ids the caller accepts; a bundle judged by another is refused (BindingMismatchError, exit
+    4) before its rows are rerun; an empty collection or an id no rule set has is a
+    UsageError.
     """
     frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
+    required = _required_rules(require_rules)
     with wrap_as(MalformedEvidenceError, failing_closed="verifying"):
         return _verify(Path(path), public_key, strict, frozen,
-                       worker_count(workers), fast, progress)
+                       worker_count(workers), fast, progress, required)
+
+
+def _required_rules(require_rules: Collection[str] | None) -> tuple[str, ...] | None:
+    """The accepted rule-set ids, each a registered one (usage otherwise), in given order."""
+    from .rulesets import RULE_SETS
+
+    if require_rules is None:
+        return None
+    if isinstance(require_rules, str):  # one id, not its characters
+        require_rules = (require_rules,)
+    required = tuple(dict.fromkeys(require_rules))
+    if not required:
+        raise UsageError("no rule set required: name at least one")
+    unknown = [r for r in required if r not in RULE_SETS]
+    if unknown:
+        raise UsageError(f"unknown rule set {unknown[0]!r} required (known: "
+                         f"{', '.join(RULE_SETS)})")
+    return required
 
 
 def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str | None,
             workers: int, fast: bool | None,
-            progress: Callable[[int], None] | None) -> Verified:
+            progress: Callable[[int], None] | None,
+            required: tuple[str, ...] | None = None) -> Verified:
     clock = time.perf_counter
     seconds: dict[str, float] = {}
     start = clock()
@@ -210,6 +240,10 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
     check_files(bundle, artifacts)
     manifest = bundle_manifest(artifacts, predicate, frozen)
     rules, report_format = judgement(predicate, manifest)
+    if required is not None and rules not in required:
+        raise BindingMismatchError("rule set the bundle was judged by",
+                                   f"one of {', '.join(required)}", rules,
+                                   said_by="the required list")
     layout = bound_layout(artifacts, predicate, manifest)
     seconds["read_and_digest"] = clock() - start
     start = clock()

@@ -39,10 +39,11 @@ _MISSING = "(absent)"
 
 
 def _captured_cases(artifacts: Artifacts, layout: list[Any], predicate: dict[str, Any],
-                    manifest: Any) -> Iterator[Any]:
+                    manifest: Any, fast: bool = False) -> Iterator[Any]:
     """Each case's captured bytes, decoded (and digest-checked) only when the judge asks
     for that case, so one case is held at a time; each checked against every value its
-    manifest entry fixes without a generator (:mod:`harness.core.input_bindings`)."""
+    manifest entry fixes without a generator (:mod:`harness.core.input_bindings`), and each
+    output judged as "ok" against its input (:func:`check_kept_values`)."""
     from .input_bindings import check_case_inputs
     from .judge import CaseBytes, RowSpec
     from .support_rules import case_draws
@@ -64,6 +65,7 @@ def _captured_cases(artifacts: Artifacts, layout: list[Any], predicate: dict[str
                 raise MalformedEvidenceError(f"{name} is coded against {base!r}, not "
                                              f"{case.logits_path}")
             sides[side] = artifacts.decode(name, logits)
+            check_kept_values(side, case.id, logits, sides[side], case.vocab, fast=fast)
         yield CaseBytes(
             id=case.id, vocab=case.vocab,
             rows=tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
@@ -75,6 +77,27 @@ def _captured_cases(artifacts: Artifacts, layout: list[Any], predicate: dict[str
         del logits, p, sides  # before the next case is decoded
 
 
+def check_kept_values(side: str, case: str, logits: bytes, output: bytes | str, vocab: int,
+                      *, fast: bool = False) -> None:
+    """Kept-value integrity, a binding of every bundle whatever rule set judges it: each row
+    of a side's output judged as "ok" is a masked copy of its input row (every position -inf
+    or the input's exact bits; a NaN counts as changed), as every kernel family writes it
+    (:mod:`harness.core.integrity`). Else :class:`BindingMismatchError`, naming the side,
+    case and row."""
+    from .integrity import first_changed_row
+
+    if isinstance(output, str):
+        return
+    found = first_changed_row(logits, output, vocab, fast=fast)
+    if found is not None:
+        row, changed = found
+        raise BindingMismatchError(
+            f"{side} output of case {case} row {row} vs its captured input",
+            "a masked copy (each position -inf or the input's bits)",
+            f"{changed} kept position{'s' if changed != 1 else ''} with other bits",
+            said_by="kept-value integrity")
+
+
 def rerun(artifacts: Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
            fast: bool | None, progress: Callable[[int], None] | None, rules: str,
            manifest: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -84,7 +107,7 @@ def rerun(artifacts: Artifacts, layout: list[Any], predicate: dict[str, Any], wo
 
     use_fast = numpy_available() if fast is None else fast
     with wrap_as(MalformedEvidenceError, "rerun refused the captured bytes: "):
-        rows = judge_cases(_captured_cases(artifacts, layout, predicate, manifest),
+        rows = judge_cases(_captured_cases(artifacts, layout, predicate, manifest, use_fast),
                            workers=workers,
                            fast=use_fast, progress=progress, rules=rules)
     recorded_rows = predicate["rows"]

@@ -89,14 +89,15 @@ def test_a_v3_bundle_is_judged_by_the_rule_set_its_manifest_names(tmp_path):
     assert result.verdict["verdict"] == "PASS"
 
 
-def test_rewritten_kept_values_stop_under_seed_v2(tmp_path):
+def test_rewritten_kept_values_stop_under_seed_v2_and_verify_refuses_them(tmp_path):
+    # seed/v2 still stops every such row; kept-value integrity is now a binding of every
+    # bundle too, so verify refuses the signed STOP (exit 4) before any rule set judges it
     written = synthetic.write_v3(tmp_path / "b", rewrite_values=True)
     rows = written.statement["predicate"]["rows"]
     assert all("kept_value_changed" in r["stops"] for r in rows)
     assert all(r["diagnostics"]["patched_values_changed"] > 0 for r in rows)
-    result = verify_bundle(tmp_path / "b", PUB, workers=1)
-    assert result.verdict["verdict"] == "STOP"
-    assert result.verdict["reasons"] == ["kept_value_changed"]
+    with pytest.raises(BindingMismatchError, match="patched output of case .* row 0"):
+        verify_bundle(tmp_path / "b", PUB, workers=1)
 
 
 def test_a_signer_who_judged_by_older_rules_is_refused(tmp_path):
