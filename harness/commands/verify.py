@@ -128,8 +128,8 @@ def _run(args: argparse.Namespace) -> int:
     progress.finish()
     regenerated = _regenerate(args.bundle, public_key, result) if args.regenerate else None
     if args.json:
-        print(json.dumps({**result.to_json(), "regenerated_inputs": regenerated},
-                         sort_keys=True))
+        print(json.dumps({**result.to_json(), **_regression_json(result.verdict),
+                          "regenerated_inputs": regenerated}, sort_keys=True))
     else:
         _print_text(result, regenerated)
     return EXIT_OK if result.verdict["verdict"] == "PASS" else EXIT_STOP
@@ -177,3 +177,38 @@ def _print_text(result: Any, regenerated: int | None) -> None:
               "captured ones")
     print(f"  verdict: {v['verdict']} ({v['rows_stopped']} of {v['rows']} rows stopped; "
           f"reasons: {reasons})")
+    for line in _regression_lines(v):
+        print(line)
+
+
+# The verdict fields a regression rule set adds (regression/v1: base_defects; regression/v2:
+# the base-defect rows, how many the change altered, the rows it broke by reason).
+_REGRESSION_KEYS = ("base_defects", "base_defect_rows", "base_defects_altered", "broken_rows")
+
+
+def _regression_json(verdict: dict[str, Any]) -> dict[str, Any]:
+    """The re-judged verdict's regression fields for ``verify --json`` (absent keys stay
+    absent: a bundle judged by other rules has none)."""
+    return {key: verdict[key] for key in _REGRESSION_KEYS if key in verdict}
+
+
+def _regression_lines(verdict: dict[str, Any]) -> list[str]:
+    """The text lines for a regression rule set's verdict; none for other rule sets."""
+    defects = verdict.get("base_defects")
+    if not isinstance(defects, dict):
+        return []
+    reasons = ", ".join(f"{name} x{n}" for name, n in defects["reasons"].items()) or "none"
+    lines = [f"  base defects: {defects['rows']} of {verdict['rows']} rows the base already "
+             f"fails (reasons: {reasons})"]
+    rows = verdict.get("base_defect_rows")
+    if isinstance(rows, list):
+        if rows:
+            lines[0] += f"; the change altered {verdict['base_defects_altered']} of them"
+        lines += [f"    {printable(r['row'])}: {', '.join(r['faults'])}"
+                  f"{' (altered)' if r['altered'] else ''}" for r in rows]
+    broken = verdict.get("broken_rows")
+    if isinstance(broken, dict):
+        lines.append(f"  rows the change broke: {'by reason' if broken else 'none'}")
+        lines += [f"    {reason} ({len(ids)}): {', '.join(printable(i) for i in ids)}"
+                  for reason, ids in broken.items()]
+    return lines
