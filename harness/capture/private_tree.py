@@ -31,6 +31,15 @@ asks for a *stable* copy (``stable=True``): the folder is not ``mkdtemp``'s rand
 files then have the same paths and times, so the build tool finds its earlier build up to
 date instead of rebuilding it; a second run of the same files on the machine waits for the
 first to finish with its copy. What is imported is still copied and hashed anew each time.
+
+The parent of a stable copy is, unless the caller names one, this user's own folder
+:func:`stable_parent` (``$TOPP_GATE_CACHE``, else ``$XDG_CACHE_HOME/topp-gate``, else
+``~/.cache/topp-gate``, then ``stable-trees``): created mode 0700, and refused when it is a
+link, not a folder, owned by another user, or open to group or others (a predictable
+``/tmp`` name let any local user create the lock or the folder first and so block every
+FlashInfer run). Beside the copy, ``<name>.build`` (``PrivateTree.build``, 0700, this user's,
+kept from run to run) is the run-time build's own folder: FlashInfer's JIT writes its ninja
+build and shared object there, and the kernel child loads no library from anywhere else.
 """
 
 from __future__ import annotations
@@ -68,6 +77,7 @@ class PrivateTree:
     pycache: Path
     files: Mapping[str, str] = field(repr=False)
     lock_fd: int | None = field(default=None, repr=False)  # held by a stable copy
+    build: Path | None = None  # a stable copy's build folder (kept from run to run)
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -81,9 +91,50 @@ def stable_name(files: Mapping[str, str]) -> str:
     return f"topp-gate-stable-{sha256_hex(listing)[:16]}"
 
 
+def _cache_base() -> Path:
+    """``$TOPP_GATE_CACHE``, else ``$XDG_CACHE_HOME/topp-gate``, else ``~/.cache/topp-gate``
+    (the cache ``harness.capture.sources`` uses)."""
+    env = os.environ.get("TOPP_GATE_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "topp-gate"
+
+
+def private_folder(path: Path, what: str) -> Path:
+    """``path`` as a folder of this user with no group or other bits: made 0700 when
+    missing, refused (one line) when it is a link, another kind of file, another user's,
+    or open to group or others. Returns it resolved."""
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+    except OSError as err:
+        raise SourcesError(f"{what} {path}: {err.strerror or err}") from None
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise SourcesError(f"{what} {path} is a link or not a folder; refused")
+    if info.st_uid != os.getuid():
+        raise SourcesError(f"{what} {path} belongs to another user (uid {info.st_uid}); "
+                           "refused")
+    if info.st_mode & 0o077:
+        raise SourcesError(f"{what} {path} is open to group or others (mode "
+                           f"{stat.S_IMODE(info.st_mode):o}, 0700 required); refused")
+    return path.resolve()
+
+
+def stable_parent() -> Path:
+    """This user's folder of stable copies (see the module docstring), made 0700 when
+    missing and refused when not private."""
+    base = _cache_base()
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as err:
+        raise SourcesError(f"stable copy cache {base}: {err.strerror or err}") from None
+    return private_folder(base / "stable-trees", "stable copy folder")
+
+
 def _claim_stable(files: Mapping[str, str], parent: Path | None) -> tuple[Path, int]:
     """Lock ``<name>.lock`` (waiting for another holder), then make ``<name>`` fresh."""
-    base = Path(parent if parent is not None else tempfile.gettempdir()).resolve()
+    base = Path(parent).resolve() if parent is not None else stable_parent()
     root = base / stable_name(files)
     lock = root.with_name(root.name + ".lock")
     try:
@@ -162,11 +213,14 @@ def make_private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
     """Copy the pinned ``files`` (path -> sha256) of ``source`` into a fresh 0700 folder
     and check the copy's hashes (see the module docstring). The caller removes it."""
     lock_fd = None
+    build = None
     if stable:
         root, lock_fd = _claim_stable(files, parent)
     else:
         root = Path(tempfile.mkdtemp(prefix=f"topp-gate-{side_name}-", dir=parent)).resolve()
     try:
+        if stable:
+            build = private_folder(root.with_name(root.name + ".build"), "stable build folder")
         tree, pycache = root / "tree", root / "pycache"
         tree.mkdir(mode=0o700)
         pycache.mkdir(mode=0o700)
@@ -195,7 +249,7 @@ def make_private_tree(side_name: str, files: Mapping[str, str], source: Path, *,
                 raise EvidenceDriftError(f"{side_name} tree file {rel} (private copy)",
                                          files[rel], digest)
         return PrivateTree(root=root, tree=tree, pycache=pycache, files=copied,
-                           lock_fd=lock_fd)
+                           lock_fd=lock_fd, build=build)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         if lock_fd is not None:

@@ -249,3 +249,89 @@ def judgement(predicate: dict[str, Any], manifest: Any) -> tuple[str, str]:
     if rules != manifest.rules:
         raise BindingMismatchError("rule set", manifest.rules, rules, said_by="the manifest")
     return rules, report
+
+
+# Library binding (issue 27): a side whose kernel is a shared object built at run time from
+# its pinned sources (FlashInfer's JIT) records per case ``jit_library`` in its path proof.
+# Keyed on evidence fields only: the core imports no family.
+LIBRARY_BOUND = "bound"
+LIBRARY_LEGACY = "unbound (legacy evidence)"
+LIBRARY_NONE = "not applicable"
+JIT_SOURCES_ALGORITHM = "topp-gate/flashinfer-jit-sources/v1"
+_RUNTIME_BUILT_FAMILIES = ("flashinfer",)  # evidence ``family`` values built at run time
+
+
+def jit_sources_sha256(tree_sha256: str, build_ninja_sha256: str) -> str:
+    """``sources_sha256`` of a JIT build (``harness.capture.families.flashinfer``'s module
+    docstring): the sha256 of the sorted, compact JSON of the algorithm id, the build file's
+    sha256 and the pinned tree digest."""
+    text = json.dumps({"algorithm": JIT_SOURCES_ALGORITHM,
+                       "build_ninja_sha256": build_ninja_sha256,
+                       "tree_sha256": tree_sha256}, sort_keys=True, separators=(",", ":"))
+    return sha256_hex(text.encode("utf-8"))
+
+
+def _libraries(side: str, evidence: Any) -> tuple[bool, list[tuple[str, Any]]]:
+    """Whether ``side`` runs a library built at run time, and per case record the
+    ``jit_library`` its proof carries (None when it carries none)."""
+    if not isinstance(evidence, dict):
+        return False, []
+    found: list[tuple[str, Any]] = []
+    for case_id, record in _evidence_records(side, evidence).items():
+        proofs = [v for v in record.values() if isinstance(v, dict) and "jit_library" in v]
+        found.append((case_id, proofs[0]["jit_library"] if proofs else None))
+    applies = (evidence.get("family") in _RUNTIME_BUILT_FAMILIES
+               or any(lib is not None for _, lib in found))
+    return applies, found
+
+
+def _check_side_library(side: str, found: list[tuple[str, Any]], pinned_tree: Any) -> None:
+    digests = set()
+    for case_id, lib in found:
+        if not isinstance(lib, dict) or not all(
+                isinstance(lib.get(k), str) for k in
+                ("sha256", "sources_sha256", "sources_tree_sha256", "build_ninja_sha256")):
+            raise MalformedEvidenceError(f"{side} case {case_id}: library evidence lacks the "
+                                         "binding fields other cases of the side record")
+        digests.add(lib["sha256"])
+        if pinned_tree is None or lib["sources_tree_sha256"] != pinned_tree:
+            raise BindingMismatchError(f"{side} case {case_id} library sources tree vs the "
+                                       "manifest's pin", str(pinned_tree),
+                                       lib["sources_tree_sha256"], said_by="the manifest")
+        expected = jit_sources_sha256(pinned_tree, lib["build_ninja_sha256"])
+        if lib["sources_sha256"] != expected:
+            raise BindingMismatchError(f"{side} case {case_id} library sources_sha256 vs the "
+                                       "pinned tree and build file", expected,
+                                       lib["sources_sha256"], said_by="the pin")
+        text = lib.get("build_ninja")
+        if text is not None and (not isinstance(text, str) or sha256_hex(
+                text.encode("utf-8")) != lib["build_ninja_sha256"]):
+            raise BindingMismatchError(f"{side} case {case_id} build file text vs its hash",
+                                       lib["build_ninja_sha256"], "other text")
+    if len(digests) > 1:
+        raise BindingMismatchError(f"{side} loaded library across cases", "one sha256",
+                                   ", ".join(sorted(digests)), said_by="the binding")
+
+
+def check_library_binding(manifest: Any, predicate: dict[str, Any]) -> str:
+    """For each side that runs a library built at run time: every case names the same
+    library sha256, and its ``sources_sha256`` is the one computed from the manifest's pinned
+    ``tree_sha256`` and the recorded build file hash. Returns ``bound``, ``unbound (legacy
+    evidence)`` (a side of such a family whose evidence predates the fields: nothing binds
+    its library) or ``not applicable`` (no such side)."""
+    states = []
+    for side in SIDES:
+        applies, found = _libraries(side, predicate["kernel_path"][side])
+        if not applies:
+            continue
+        if not found or all(lib is None or (isinstance(lib, dict)
+                                            and "sources_sha256" not in lib)
+                            for _, lib in found):
+            states.append(LIBRARY_LEGACY)
+            continue
+        pinned_tree = manifest.sides[side].receipt_pins.get("tree_sha256")
+        _check_side_library(side, found, pinned_tree)
+        states.append(LIBRARY_BOUND)
+    if not states:
+        return LIBRARY_NONE
+    return LIBRARY_LEGACY if LIBRARY_LEGACY in states else LIBRARY_BOUND

@@ -15,6 +15,7 @@ import pytest
 from harness.capture import families, sources
 from harness.capture.pinfile import load_pin_file
 from harness.cli import main
+from harness.core.errors import KernelChildError
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "evidence/pins/flashinfer-0.7.2.post1.json"
@@ -142,11 +143,41 @@ class _StandIn:
                                                   deterministic, seed, offset)
 
 
-def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts():
+def _loaded_library(tmp_path, monkeypatch, data=b"\x7fELF first build"):
+    """A stand-in sampling module spec whose library (under a 0700 build folder) was loaded
+    through the family's real load guard, as the child does after the pinned import."""
+    import types
+
+    from harness.capture.families import flashinfer
+
+    build, tree = tmp_path / "copy.build", tmp_path / "copy" / "tree"
+    build.mkdir(mode=0o700)
+    (tree / "flashinfer").mkdir(parents=True)
+    (tree / "flashinfer" / "sampling.py").write_bytes(b"# pinned\n")
+    so = build / "cached_ops" / "sampling" / "sampling.so"
+    so.parent.mkdir(parents=True)
+    so.write_bytes(data)
+    ninja = so.parent / "build.ninja"
+    ninja.write_text(f"build {so}: link {tree}/flashinfer/data/csrc/sampling.cu\n")
+    spec = types.SimpleNamespace(jit_library_path=str(so), ninja_path=str(ninja))
+    module = types.SimpleNamespace(gen_sampling_module=lambda: spec)
+    monkeypatch.setitem(sys.modules, "flashinfer.jit.sampling", module)
+    monkeypatch.setattr(flashinfer, "_STATE", {"build": build, "tree": tree})
+    monkeypatch.setattr(flashinfer, "_LOADED", {})
+    monkeypatch.setattr(flashinfer, "_REFUSED", [])
+    loader = types.SimpleNamespace(load_module=lambda path: path)
+    flashinfer._guard_loads(loader, build)
+    loader.load_module(str(so))
+    return so, tree
+
+
+def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts(tmp_path,
+                                                                           monkeypatch):
     import torch
 
     from harness.capture.families.flashinfer import DRAWS, EntryObserver, _Recording
 
+    _loaded_library(tmp_path, monkeypatch)
     family = families.get("flashinfer")
     logits = torch.tensor([[5.0, 4.0, -30.0, -30.0], [0.0, 0.0, 0.0, 0.0]])
     p = torch.tensor([0.9, 0.9])
@@ -179,27 +210,31 @@ def test_the_sampler_of_a_batch_is_the_one_vllm_0_33_calls():
     assert family.stable_copy  # the JIT build is keyed by the copy's paths and times
 
 
-def test_the_jit_library_record_hashes_the_loaded_object_once_and_again_when_it_changes(
+def test_the_jit_library_record_binds_the_guarded_load_to_the_pinned_sources(
         tmp_path, monkeypatch):
-    """What the evidence records of FlashInfer's JIT-built object (the verifier cannot
-    rebuild it): its sha256, read once per child, and read again if the file changed."""
+    """What the evidence records of FlashInfer's JIT-built object: its sha256 as read from
+    the descriptor the load guard opened, and the sources hash of the pinned tree and the
+    build file (machine folders replaced by tokens; its text once per child)."""
     import hashlib
-    import types
 
     from harness.capture.families import flashinfer
+    from harness.capture.kernels.child import copy_digest, tree_digest
+    from harness.core.verify_bindings import jit_sources_sha256
 
-    so = tmp_path / "sampling.so"
-    so.write_bytes(b"\x7fELF first build")
-    spec = types.SimpleNamespace(jit_library_path=str(so))
-    module = types.SimpleNamespace(gen_sampling_module=lambda: spec)
-    monkeypatch.setitem(sys.modules, "flashinfer.jit.sampling", module)
-    monkeypatch.setattr(flashinfer, "_JIT_SEEN", {})
+    so, tree = _loaded_library(tmp_path, monkeypatch)
     first = flashinfer.jit_library()
-    assert first == {"sha256": hashlib.sha256(b"\x7fELF first build").hexdigest(), "bytes": 16,
-                     "built_by_this_child": True}
-    assert flashinfer.jit_library() == first and len(flashinfer._JIT_SEEN) == 1
-    so.write_bytes(b"\x7fELF a rebuild, longer")
-    assert flashinfer.jit_library()["sha256"] == hashlib.sha256(
-        b"\x7fELF a rebuild, longer").hexdigest()
-    so.unlink()
-    assert "FileNotFoundError" in flashinfer.jit_library()["error"]
+    ninja = "build ${BUILD}/cached_ops/sampling/sampling.so: link " \
+        "${TREE}/flashinfer/data/csrc/sampling.cu\n"
+    assert first["sha256"] == hashlib.sha256(b"\x7fELF first build").hexdigest()
+    assert first["bytes"] == 16 and first["built_by_this_child"] is True
+    assert first["build_ninja"] == ninja
+    assert first["build_ninja_sha256"] == hashlib.sha256(ninja.encode()).hexdigest()
+    assert first["sources_tree_sha256"] == tree_digest(copy_digest(tree))
+    assert first["sources_sha256"] == jit_sources_sha256(first["sources_tree_sha256"],
+                                                         first["build_ninja_sha256"])
+    again = flashinfer.jit_library()
+    assert "build_ninja" not in again  # the text once per child
+    assert again == {k: v for k, v in first.items() if k != "build_ninja"}
+    monkeypatch.setattr(flashinfer, "_LOADED", {})
+    with pytest.raises(KernelChildError, match="not loaded from the stable copy"):
+        flashinfer.jit_library()

@@ -42,8 +42,47 @@ rows without top-p carry p = 1).
 The JIT keys its build on the sources' absolute paths and times, so the family asks for a
 stable private copy (``stable_copy``): the module is built once per machine and pinned tree,
 and every later child (the other side of a run, the next run) finds ninja's build up to
-date and loads it. The child records the sha256 of the shared object it loaded
-(``jit_library_sha256``) and whether this child built it.
+date and loads it.
+
+Only what was built from the pinned sources runs (issue 27). FlashInfer 0.7.2.post1's
+``jit/env.py`` imports any ``flashinfer_jit_cache`` (AOT shared objects that replace the
+JIT build) or ``flashinfer_cubin`` package it finds, and reads ``FLASHINFER_*`` variables
+(the workspace, the cubin folder, ``FLASHINFER_DISABLE_VERSION_CHECK``, ...). So:
+
+* the runner removes every ``FLASHINFER_*`` variable from the child's environment; the
+  evidence names those removed (``env_removed``, names only);
+* the child refuses to start when ``importlib.util.find_spec`` finds
+  ``flashinfer_jit_cache`` or ``flashinfer_cubin`` on its path (``blocked_modules``;
+  :func:`harness.capture.kernels.child.check_isolation`);
+* before the import, the child sets ``FLASHINFER_WORKSPACE_BASE`` to the stable copy's build
+  folder (``<copy>.build``, 0700, this user's): ninja's build file and the shared object
+  live there; after it, the import must have found no AOT provider and the sampling
+  module must not be AOT;
+* every shared object FlashInfer asks ``tvm_ffi.load_module`` to load must be a regular
+  file under that build folder, reached through no link (anything else is refused, the
+  child stops with one line); the file is opened, hashed from that descriptor, and must be
+  the very file (device, inode) the loader then opens.
+
+Each case's proof records ``jit_library``: the loaded library's ``sha256`` and ``bytes``,
+whether this child built it (``built_by_this_child``), ``build_ninja_sha256``,
+``sources_tree_sha256`` and ``sources_sha256``, where
+
+* ``build_ninja_sha256`` is the sha256 of the ``build.ninja`` the JIT wrote and ran
+  (``cached_ops/sampling/build.ninja``: every nvcc and link command, flag, include folder
+  and source), with the build folder's absolute path replaced by ``${BUILD}`` and the copy's
+  by ``${TREE}``; its text is recorded once per child (``build_ninja``, in the first case);
+* ``sources_tree_sha256`` is the pinned tree digest of the copy (``sha256  path`` lines of
+  every pinned file, sorted: the pin's ``tree_sha256``); every input the build reads from
+  the tree (the three ``.cu`` files, the two headers, ``include/``, the CCCL headers, all
+  pinned files) is in it by its pinned sha256;
+* ``sources_sha256`` is the sha256 of the UTF-8 JSON
+  ``{"algorithm":"topp-gate/flashinfer-jit-sources/v1","build_ninja_sha256":N,
+  "tree_sha256":T}`` (keys sorted, no spaces): :func:`sources_sha256`.
+
+``verify`` (``harness.core.verify_bindings.check_library_binding``) requires every case of a
+side to name one library sha256, and ``sources_sha256`` to be the one computed from that
+side's pinned ``tree_sha256`` (the manifest's) and the recorded build file hash. Evidence
+written before these fields existed verifies as ``unbound (legacy evidence)``.
 
 ``probs`` is ``logits.softmax(dim=-1, dtype=torch.float32)`` computed in the child on the
 device, exactly as vLLM's ``flashinfer_sample`` computes it right before the call; its sha256
@@ -59,6 +98,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import stat
 import sys
 import time
 import types
@@ -149,6 +189,9 @@ class FlashInfer(Family):
     default_dispatch = TOP_P_SAMPLING
     stable_copy = True
     sampling_paths = SAMPLING
+    # what must not reach the child (runner and child: ..kernels.runner, ..kernels.child)
+    env_prefixes_removed = ("FLASHINFER_",)
+    blocked_modules = ("flashinfer_jit_cache", "flashinfer_cubin")
     # set in the kernel child by the call just made (read by its observer's proof)
     _draws: list[list[list[int]]] | None = None
     _probs_sha256: str | None = None
@@ -170,9 +213,33 @@ class FlashInfer(Family):
         return sorted(n for n in names if re.fullmatch(
             r"flashinfer_python-[^/]+\.dist-info/METADATA", n))
 
+    def before_import(self, tree: Path, build: Path | None) -> dict[str, Any]:
+        """The JIT workspace is the stable copy's build folder (the child's environment has
+        no ``FLASHINFER_*`` left: the runner removed them and the child checked)."""
+        if build is None:
+            raise KernelChildError("FlashInfer needs a stable copy's build folder; the "
+                                   "request names none")
+        try:
+            info = os.lstat(build)
+        except OSError as err:
+            raise KernelChildError(f"build folder {build}: {err.strerror}") from None
+        if (not os.path.isdir(build) or os.path.islink(build) or info.st_uid != os.getuid()
+                or info.st_mode & 0o077):
+            raise KernelChildError(f"build folder {build} is not a 0700 folder of this user")
+        os.environ["FLASHINFER_WORKSPACE_BASE"] = str(build)
+        _STATE.update(build=build, tree=tree)
+        return {"jit_workspace": "the stable copy's build folder (FLASHINFER_WORKSPACE_BASE)"}
+
     def import_kernel(self, tree: Path) -> Any:
         """Bare package modules for every folder of the copy's ``flashinfer`` that holds a
-        module (no ``__init__.py`` runs), then ``import flashinfer.sampling``."""
+        module (no ``__init__.py`` runs), then ``import flashinfer.sampling``; then the
+        checks that no AOT library can replace the build from the pinned sources, and the
+        load guard (module docstring)."""
+        module = self._import_bare(tree)
+        _check_no_aot(tree)
+        return module
+
+    def _import_bare(self, tree: Path) -> Any:
         import importlib
 
         root = tree / self.package
@@ -295,29 +362,130 @@ class _Recording:
 
 
 _CHILD_STARTED = time.time()
-_JIT_SEEN: dict[tuple[int, int, int, int], dict[str, Any]] = {}
+SOURCES_ALGORITHM = "topp-gate/flashinfer-jit-sources/v1"
+# the child's build folder and tree (before_import), the libraries loaded (path -> record),
+# the loads refused, and whether the build file's text was recorded already
+_STATE: dict[str, Any] = {}
+_LOADED: dict[str, dict[str, Any]] = {}
+_REFUSED: list[str] = []
+
+
+def sources_sha256(tree_sha256: str, build_ninja_sha256: str) -> str:
+    """The hash of the JIT's inputs (module docstring); ``harness.core.verify_bindings``
+    computes the same (a test holds the two equal)."""
+    import json
+
+    from ...core.digest import sha256_hex
+
+    text = json.dumps({"algorithm": SOURCES_ALGORITHM, "build_ninja_sha256": build_ninja_sha256,
+                       "tree_sha256": tree_sha256}, sort_keys=True, separators=(",", ":"))
+    return sha256_hex(text.encode("utf-8"))
+
+
+def normalized_ninja(text: str, build: Path, tree: Path) -> str:
+    """The build file with the machine's absolute folders replaced by fixed tokens."""
+    return text.replace(str(build), "${BUILD}").replace(str(tree), "${TREE}")
+
+
+def _check_no_aot(tree: Path) -> None:
+    """After the pinned import: no AOT provider or cubin package was imported, the sampling
+    module is a JIT build under the build folder, and every library load is guarded."""
+    build = _STATE.get("build")
+    if build is None:
+        raise KernelChildError("FlashInfer imported without its build folder")
+    env = sys.modules.get("flashinfer.jit.env")
+    if env is None or getattr(env, "FLASHINFER_AOT_PROVIDERS", None) != ():
+        raise KernelChildError("FlashInfer found an AOT provider (flashinfer_jit_cache); "
+                               "refused")
+    loaded = [n for n in ("flashinfer_jit_cache", "flashinfer_cubin") if n in sys.modules]
+    if loaded:
+        raise KernelChildError(f"{loaded[0]} was imported; refused")
+    spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
+    if spec.is_aot or not Path(spec.jit_library_path).resolve().is_relative_to(build):
+        raise KernelChildError("the sampling module would not be built in the stable copy's "
+                               "build folder; refused")
+    outside = [str(s) for s in spec.sources if not Path(s).resolve().is_relative_to(tree)]
+    if outside:
+        raise KernelChildError(f"sampling source outside the pinned copy: {outside[0]}")
+    _guard_loads(sys.modules["flashinfer.jit.core"].tvm_ffi, build)
+
+
+def _guard_loads(tvm_ffi: Any, build: Path) -> None:
+    """Wrap ``tvm_ffi.load_module``: a library outside ``build`` (or a link, or not a
+    regular file) is refused; an allowed one is hashed from the descriptor opened here,
+    which must be the file the loader then opens (same device and inode)."""
+    original = tvm_ffi.load_module
+    if getattr(original, "__topp_gate_guard__", False):
+        return
+
+    def load_module(path: Any, *args: Any, **kwargs: Any) -> Any:
+        key = str(path)
+        try:
+            record = _hash_library(Path(key), build)
+        except KernelChildError as err:
+            _REFUSED.append(err.detail)
+            raise
+        module = original(path, *args, **kwargs)
+        after = os.stat(key)
+        if (after.st_dev, after.st_ino) != record.pop("_id"):
+            _REFUSED.append(f"{key} changed while it was loaded")
+            raise KernelChildError(f"library {key} changed while it was loaded; refused")
+        _LOADED[str(Path(key).resolve())] = record
+        return module
+
+    load_module.__topp_gate_guard__ = True  # type: ignore[attr-defined]
+    tvm_ffi.load_module = load_module
+
+
+def _hash_library(path: Path, build: Path) -> dict[str, Any]:
+    from ...core.digest import sha256_hex
+
+    resolved = Path(os.path.realpath(path))
+    if not path.is_absolute() or resolved != path or not resolved.is_relative_to(build):
+        raise KernelChildError(f"refused to load {str(path)[:200]}: not a library of the "
+                               "stable copy's build folder (or reached through a link)")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise KernelChildError(f"refused to load {path}: not a regular file")
+        data = handle.read()
+    return {"sha256": sha256_hex(data), "bytes": len(data),
+            "built_by_this_child": info.st_mtime >= _CHILD_STARTED,
+            "_id": (info.st_dev, info.st_ino)}
 
 
 def jit_library() -> dict[str, Any]:
-    """The sampling module's JIT-built shared object this child loaded: its sha256, and
-    whether this child built it (modified after the child started) or found ninja's build
-    up to date. Recorded, never judged: the verifier cannot rebuild it. Hashed once per
-    child (every case of a child loads the same file; it is hashed again only if it
-    changed)."""
+    """The sampling module's shared object this child loaded through the guard, bound to
+    the pinned sources (module docstring). Raises :class:`KernelChildError` when a load
+    was refused or the library was not loaded through the guard."""
     from ...core.digest import sha256_hex
 
+    if _REFUSED:
+        raise KernelChildError(_REFUSED[0])
+    build, tree = _STATE.get("build"), _STATE.get("tree")
+    spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
+    record = _LOADED.get(str(Path(spec.jit_library_path).resolve()))
+    if record is None or build is None or tree is None:
+        raise KernelChildError("the sampling library was not loaded from the stable copy's "
+                               "build folder through the guarded loader")
+    if "tree_sha256" not in _STATE:
+        from ..kernels.child import copy_digest, tree_digest
+
+        _STATE["tree_sha256"] = tree_digest(copy_digest(tree))
     try:
-        spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
-        with open(spec.jit_library_path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            key = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
-            if key not in _JIT_SEEN:
-                data = handle.read()
-                _JIT_SEEN[key] = {"sha256": sha256_hex(data), "bytes": len(data),
-                                  "built_by_this_child": info.st_mtime >= _CHILD_STARTED}
-    except Exception as err:  # recorded as evidence, never fatal
-        return {"error": f"{type(err).__name__}: {err}"[:300]}
-    return dict(_JIT_SEEN[key])
+        text = Path(spec.ninja_path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise KernelChildError(f"cannot read the JIT build file: {err.strerror}") from None
+    ninja = normalized_ninja(text, build, tree)
+    ninja_sha = sha256_hex(ninja.encode("utf-8"))
+    out = {**record, "build_ninja_sha256": ninja_sha,
+           "sources_tree_sha256": _STATE["tree_sha256"],
+           "sources_sha256": sources_sha256(_STATE["tree_sha256"], ninja_sha)}
+    if _STATE.get("ninja_recorded") != ninja_sha:
+        _STATE["ninja_recorded"] = ninja_sha
+        out["build_ninja"] = ninja
+    return out
 
 
 FAMILY = register(FlashInfer())

@@ -17,7 +17,12 @@ child:
 
 1. checks that it writes no bytecode (``sys.dont_write_bytecode``) and reads bytecode only
    from the fresh prefix (``sys.pycache_prefix``, set by ``PYTHONPYCACHEPREFIX``), puts the
-   copy first on ``sys.path`` and installs empty placeholder modules for exactly the
+   copy first on ``sys.path``, refuses to start when the environment or the path could
+   supply what the family blocks (:func:`check_isolation`: FlashInfer's ``FLASHINFER_*``
+   variables, ``flashinfer_jit_cache`` and ``flashinfer_cubin``; the runner removed the
+   variables and the evidence names them, ``env_removed``), runs the family's
+   ``before_import`` (FlashInfer: its JIT workspace is the stable copy's build folder,
+   the request's ``build_dir``) and installs empty placeholder modules for exactly the
    compiled extensions listed in the request;
 2. imports the family's kernel module unmodified (``family.import_kernel``: by default
    ``importlib.import_module``; ``vllm-pytorch`` loads two functions of its file and
@@ -162,11 +167,57 @@ def tree_digest(files: dict[str, str]) -> str:
     return sha256_hex(text.encode("utf-8"))
 
 
+def check_isolation(family: Any) -> dict[str, Any]:
+    """Refuse to start when the environment or the import path could supply code or
+    settings the family says must not reach its kernel (none for most families):
+
+    * a variable whose name starts with one of ``family.env_prefixes_removed`` (the runner
+      removed them all; one here was set some other way);
+    * a top-level module of ``family.blocked_modules`` that ``importlib.util.find_spec``
+      finds on this path (``find_spec`` of a top-level name locates it and runs none of its
+      code). FlashInfer's ``jit/env.py`` imports ``flashinfer_jit_cache`` and
+      ``flashinfer_cubin`` whenever they are found: their code would run during the pinned
+      import and their shared objects would replace the build from the pinned sources.
+
+    Refusing is the fail-closed choice: a blocker that made the import fail would break the
+    pinned import too (it asks ``find_spec`` for the names on every start), and one that
+    hid them would let a run go on beside a planted package nobody was told about. Returns
+    evidence fields (what was checked)."""
+    import importlib.util
+
+    prefixes = tuple(getattr(family, "env_prefixes_removed", ()))
+    blocked = tuple(getattr(family, "blocked_modules", ()))
+    if not prefixes and not blocked:
+        return {}
+    present = sorted(name for name in os.environ if prefixes and name.startswith(prefixes))
+    if present:
+        raise KernelChildError(f"{family.id} child started with {', '.join(present)} set; "
+                               "the runner removes every such variable; refused")
+    for name in blocked:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError) as err:
+            raise KernelChildError(f"cannot tell whether {name} is importable ({err}); "
+                                   "refused") from None
+        if spec is not None:
+            where = spec.origin or ", ".join(spec.submodule_search_locations or []) or "?"
+            raise KernelChildError(f"{name} is importable ({where[:200]}): {family.id} would "
+                                   "load its code and libraries instead of the pinned "
+                                   "build; refused (remove it from the path)")
+    return {"isolation": {"env_prefixes_removed": list(prefixes),
+                          "blocked_modules_absent": list(blocked)}}
+
+
 def import_kernel(family: Any, tree: Path, prefix: Path, kernel_path: str,
-                  placeholders: list[str]) -> tuple[Any, dict[str, Any]]:
+                  placeholders: list[str], build_dir: Path | None = None
+                  ) -> tuple[Any, dict[str, Any]]:
     sys.dont_write_bytecode = True
     check_bytecode_settings(prefix)
     sys.path.insert(0, str(tree))
+    isolation = check_isolation(family)
+    before = getattr(family, "before_import", None)
+    if before is not None:
+        isolation.update(before(tree, build_dir))
     installed = install_placeholders(family, placeholders)
     started = time.perf_counter()
     module = family.import_kernel(tree)
@@ -185,6 +236,7 @@ def import_kernel(family: Any, tree: Path, prefix: Path, kernel_path: str,
         "kernel_sha256": files.get(kernel_path),
         "tree_sha256": tree_digest(files),
         **family.package_info(module, loaded),
+        **isolation,
         "placeholders_installed": installed,
         "third_party_loaded": sorted(
             {n.split(".")[0] for n in sys.modules}
@@ -456,8 +508,12 @@ def load_kernel(request: dict[str, Any], evidence: dict[str, Any]) -> tuple[Any,
     family = load_family(request["family"])
     tree = Path(request["tree"]).resolve()
     prefix = Path(request["pycache_prefix"]).resolve()
+    if getattr(family, "env_prefixes_removed", ()):
+        evidence["env_removed"] = [str(n) for n in request.get("env_removed") or []]
+    build = request.get("build_dir")
     module, info = import_kernel(family, tree, prefix, request["side"]["kernel_path"],
-                                 request["placeholders"])
+                                 request["placeholders"],
+                                 Path(build).resolve() if build else None)
     import numpy  # noqa: F401  (output bytes)
     import torch
     import triton

@@ -12,6 +12,12 @@ by any path (an exception, SIGTERM turned into SystemExit by ``topp-gate run``),
 interpreter exit for any group still registered (``atexit``), and on Linux the child asks
 the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``), which covers a
 SIGKILL of the parent. Its scratch (request, stderr) lives beside its output folder.
+
+A family may declare environment prefixes its child must never see
+(``env_prefixes_removed``; FlashInfer: ``FLASHINFER_``, which would move its JIT cache,
+cubin folder or AOT switch): every such variable is removed from the child's environment,
+and the request names them (never their values) for the evidence (``env_removed``). A
+stable copy's build folder is passed as ``build_dir``. Other families are unaffected.
 """
 
 from __future__ import annotations
@@ -88,10 +94,21 @@ class SideResult:
         return self.status == "ok"
 
 
-def _child_env(backend: str, fault: str | None, pycache: Path) -> dict[str, str]:
+def scrubbed_env(env: Mapping[str, str], prefixes: tuple[str, ...]
+                 ) -> tuple[dict[str, str], list[str]]:
+    """``env`` without every variable whose name starts with one of ``prefixes`` (a family's
+    ``env_prefixes_removed``: FlashInfer's ``FLASHINFER_``), and the names removed, sorted
+    (never their values)."""
+    removed = sorted(name for name in env if name.startswith(prefixes)) if prefixes else []
+    return {k: v for k, v in env.items() if k not in removed}, removed
+
+
+def _child_env(backend: str, fault: str | None, pycache: Path,
+               removed_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
     """The child's environment: no bytecode written, and bytecode read only from the fresh
-    empty ``pycache`` prefix (never from a ``__pycache__`` of the sources or of harness)."""
-    env = dict(os.environ)
+    empty ``pycache`` prefix (never from a ``__pycache__`` of the sources or of harness);
+    no variable of the family's ``removed_prefixes``."""
+    env, _ = scrubbed_env(os.environ, removed_prefixes)
     env.pop(FAULT_ENV, None)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
@@ -190,6 +207,8 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
     if dict(copy.files) != dict(side.files):
         raise KernelRunError(f"{side.name}: the private copy is not of this side's files")
     cases_json = cases_json.resolve()
+    prefixes = tuple(getattr(family.family, "env_prefixes_removed", ()))
+    _, env_removed = scrubbed_env(os.environ, prefixes)
     request = {
         "side": side.describe(),
         "family": family.request(),
@@ -203,6 +222,9 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
         "repeats": int(repeats),
         "dispatch": dispatch,
         "paths": {case_id: path for case_id, path in paths.items() if path != dispatch},
+        # what the family's isolation took away (names only) and its run-time build folder
+        "env_removed": env_removed,
+        "build_dir": None if copy.build is None else str(copy.build),
     }
     # absolute: the child runs with the scratch folder as its working directory
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.child-",
@@ -215,7 +237,7 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
                 proc = subprocess.Popen(
                     [sys.executable, "-B", "-m", "harness.capture.kernels.child",
                      str(request_path)],
-                    cwd=scratch, env=_child_env(backend, fault, copy.pycache),
+                    cwd=scratch, env=_child_env(backend, fault, copy.pycache, prefixes),
                     stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
                     start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
                 )
