@@ -65,7 +65,9 @@ def _attack(rules: str) -> tuple[Any, dict[str, Any]]:
     assert len(change) == 58 and not change & set(oracle.kept)
     outputs = {side: dict(bundle.outputs[side]) for side in SIDES}
     for side, kept in (("stock", set(range(vocab))), ("patched", change)):
-        values = _floats(outputs[side][ORDINARY])  # type: ignore[arg-type]
+        raw = outputs[side][ORDINARY]
+        assert isinstance(raw, bytes)
+        values = _floats(raw)
         values[ROW * vocab:(ROW + 1) * vocab] = [v if i in kept else NEG
                                                  for i, v in enumerate(row)]
         outputs[side][ORDINARY] = _encode(values)
