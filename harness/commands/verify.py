@@ -47,6 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         dest="require_rules",
                         help="refuse (exit 4) a bundle judged by a rule set other than ID; "
                         "repeat to accept several (an unknown ID is usage, exit 2)")
+    parser.add_argument("--require-library-binding", action="store_true",
+                        help="refuse (exit 4) a bundle whose run-time built kernel library "
+                        "(FlashInfer's JIT) its evidence does not bind to the pinned sources "
+                        "(evidence older than the binding verifies as 'unbound (legacy "
+                        "evidence)' without this flag)")
     flags.workers(parser, "the oracle rerun")
     flags.json_output(parser, "print one JSON object on stdout instead of the text lines: the "
                         "verified verdict, rows stopped by reason, the rule set and report "
@@ -83,7 +88,9 @@ def _verify_with_signer_keys(args: argparse.Namespace, progress: RowProgress
         return verify_bundle(args.bundle, public_key, strict=args.strict,
                              frozen_manifest=args.frozen_manifest, workers=args.workers,
                              progress=progress.advance,
-                             require_rules=getattr(args, "require_rules", None)), public_key
+                             require_rules=getattr(args, "require_rules", None),
+                             require_library_binding=getattr(args, "require_library_binding",
+                                                             False)), public_key
 
     if args.pubkey is not None:
         return attempt(signer_key(args.pubkey, args.bundle))
@@ -172,6 +179,11 @@ def _print_text(result: Any, regenerated: int | None) -> None:
     print(f"  rerun: {result.rows} rows of {result.cases} cases judged again on CPU "
           f"({processes}), identical to the receipt")
     print(f"  judged by: rule set {result.rules}, report format {result.report_format}")
+    if result.library_binding != "not applicable":
+        print(f"  kernel library: {result.library_binding}"
+              + ("" if result.library_binding == "bound" else
+                 " (nothing binds the loaded library to the pinned sources; "
+                 "--require-library-binding refuses this)"))
     if regenerated is not None:
         print(f"  inputs: {regenerated} files rebuilt from the manifest, byte for byte the "
               "captured ones")

@@ -75,6 +75,7 @@ from .verify_bindings import (
     check_bound_json,
     check_dispatch,
     check_evidence_digests,
+    check_library_binding,
     check_pins,
     judgement,
 )
@@ -115,6 +116,9 @@ class Verified:
     rules: str  # the rule set the rows were re-judged by (the receipt's, or seed/v1)
     report_format: str  # the format report.md was regenerated in
     stop_rows: dict[str, int]  # rows stopped per reason, from the re-judged rows
+    # a run-time built library (FlashInfer's JIT) bound to its pinned sources: "bound",
+    # "unbound (legacy evidence)" or "not applicable" (verify_bindings.check_library_binding)
+    library_binding: str = "not applicable"
 
     def to_json(self) -> dict[str, Any]:
         """The verified facts for scripts (``verify --json``); only recomputed or checked
@@ -131,6 +135,7 @@ class Verified:
             "cases": self.cases,
             "rules": self.rules,
             "report_format": self.report_format,
+            "library_binding": self.library_binding,
             "signer_keyid": self.keyid,
             "manifest_sha256": self.manifest_sha256,
             "frozen_manifest_sha256": self.frozen_manifest,
@@ -192,20 +197,23 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
                   frozen_manifest: Path | None = None, workers: int | None = None,
                   fast: bool | None = None,
                   progress: Callable[[int], None] | None = None,
-                  require_rules: Collection[str] | None = None) -> Verified:
+                  require_rules: Collection[str] | None = None,
+                  require_library_binding: bool = False) -> Verified:
     """Verify the bundle at ``path``; return what was verified or raise VerificationError.
 
     A problem with ``frozen_manifest`` itself (missing, not a regular file, not frozen) is
     a UsageError (exit 2), raised before the bundle is read. ``require_rules``: the rule-set
     ids the caller accepts; a bundle judged by another is refused (BindingMismatchError, exit
     4) before its rows are rerun; an empty collection or an id no rule set has is a
-    UsageError.
+    UsageError. ``require_library_binding``: refuse (exit 4) a bundle with a run-time built
+    library that its evidence does not bind to the pinned sources (legacy evidence).
     """
     frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
     required = _required_rules(require_rules)
     with wrap_as(MalformedEvidenceError, failing_closed="verifying"):
         return _verify(Path(path), public_key, strict, frozen,
-                       worker_count(workers), fast, progress, required)
+                       worker_count(workers), fast, progress, required,
+                       require_library=require_library_binding)
 
 
 def _required_rules(require_rules: Collection[str] | None) -> tuple[str, ...] | None:
@@ -229,7 +237,8 @@ def _required_rules(require_rules: Collection[str] | None) -> tuple[str, ...] | 
 def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str | None,
             workers: int, fast: bool | None,
             progress: Callable[[int], None] | None,
-            required: tuple[str, ...] | None = None) -> Verified:
+            required: tuple[str, ...] | None = None, *,
+            require_library: bool = False) -> Verified:
     clock = time.perf_counter
     seconds: dict[str, float] = {}
     start = clock()
@@ -253,6 +262,11 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
     check_pins(manifest, predicate)
     check_dispatch(manifest, predicate)
     check_evidence_digests(artifacts, layout, predicate)
+    library = check_library_binding(manifest, predicate)
+    if require_library and library not in ("bound", "not applicable"):
+        raise BindingMismatchError("library binding (--require-library-binding)",
+                                   "a library bound to its pinned sources", library,
+                                   said_by="the reviewer")
     recorded = predicate["harness"]["sha256"]
     local = provenance.installed_digest(predicate["harness"]["algorithm"])["sha256"]
     if strict and recorded != local:
@@ -271,4 +285,5 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         harness_algorithm=predicate["harness"]["algorithm"],
         harness_source=predicate["harness"].get("source"), payload_sha256=sha256_hex(payload),
         workers=workers, seconds=seconds, rules=rules, report_format=report_format,
-        stop_rows=dict(sorted(Counter(r for row in rows for r in row["stops"]).items())))
+        stop_rows=dict(sorted(Counter(r for row in rows for r in row["stops"]).items())),
+        library_binding=library)
