@@ -13,7 +13,10 @@ alone against the oracle exactly as ``regression/v1`` does
 :func:`harness.core.oracle.top_k_top_p`). On every row the change stops when
 
 - it has a fault the base does not have on that row, compared fault by fault
-  (``new_fault``; the faults themselves are the row's ``new_faults`` diagnostic);
+  (``new_fault``; the faults themselves are the row's ``new_faults`` diagnostic); on a
+  forced row ``forced_failure`` is new when the change fails a forced rule (forced token
+  dropped, NaN, all masked, argmax not the forced token, not exactly one token where the
+  change proved the split path) that the base does not fail;
 - it drops an oracle token the base kept (``lost_oracle_token``);
 - it misses more oracle tokens than the base (``missing_oracle_growth``);
 - its symmetric difference from the oracle's kept set is larger than the base's
@@ -99,13 +102,22 @@ def _masses(mass: RowMass, oracle_set: set[int], kept: set[int]) -> tuple[float,
     return mass.of(sorted(kept - oracle_set)), mass.of(sorted(oracle_set - kept))
 
 
-def change_stops(base_faults: list[str], change_faults: list[str], oracle_set: set[int],
+def new_faults(base: list[str], change: list[str], base_forced: list[str] | None,
+               change_forced: list[str] | None) -> list[str]:
+    """The change's faults the base does not have on the row (in the change's order):
+    ``forced_failure`` counts as new when a forced rule the change fails is one the base
+    does not fail (``*_forced``: each side's failed forced rules; None off forced rows)."""
+    forced_new = not set(change_forced or ()) <= set(base_forced or ())
+    return [f for f in change if f not in base or (f == "forced_failure" and forced_new)]
+
+
+def change_stops(new: list[str], oracle_set: set[int],
                  base: set[int], change: set[int], base_masses: tuple[float, float],
                  change_masses: tuple[float, float], change_rewrote: bool) -> list[str]:
     """The change's stops on one judged row (the module docstring's list), in
     :data:`CHANGE_STOPS` order."""
     stops = set()
-    if any(f not in base_faults for f in change_faults):
+    if new:
         stops.add(NEW_FAULT)
     if (oracle_set & base) - change:
         stops.add(LOST_ORACLE_TOKEN)
@@ -156,13 +168,15 @@ def judge(data: Any) -> dict[str, Any]:
         masses = {name: _masses(mass, oracle_set, kept[name]) for name in kept}
         diagnostics["stock_faults"] = faults["stock"]
         diagnostics["patched_faults"] = faults["patched"]
-        diagnostics["new_faults"] = [f for f in faults["patched"] if f not in faults["stock"]]
+        diagnostics["new_faults"] = new_faults(faults["stock"], faults["patched"],
+                                               diagnostics.get("stock_forced_failures"),
+                                               diagnostics.get("patched_forced_failures"))
         diagnostics["base_defect"] = bool(faults["stock"])
         diagnostics["altered"] = kept["stock"] != kept["patched"]
         for name in ("stock", "patched"):
             diagnostics[f"{name}_mass_outside"] = hexf(masses[name][0])
             diagnostics[f"{name}_mass_dropped"] = hexf(masses[name][1])
-        stops.extend(change_stops(faults["stock"], faults["patched"], oracle_set,
+        stops.extend(change_stops(diagnostics["new_faults"], oracle_set,
                                   kept["stock"], kept["patched"], masses["stock"],
                                   masses["patched"], bool(changed["patched"])))
     elif masks["patched"] is not None and changed.get("patched"):

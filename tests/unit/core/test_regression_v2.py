@@ -35,15 +35,15 @@ def _output(logits, kept):
 
 
 def _data(logits, base_kept, change_kept, *, p=None, k=None, forced=None, split=False,
-          change_values=None, base_values=None):
+          change_values=None, base_values=None, split_sides=None):
     oracle = top_k_top_p(logits, p32=p, k=k)
     stock = base_values or _output(logits, set(base_kept))
     patched = change_values or _output(logits, set(change_kept))
     row = gate.Row("c", 0, "forced" if forced is not None else "ordinary", logits,
                    p if p is not None else 1.0, forced, k)
     return RowInput(row, oracle, gate.SideOutput("ok", stock), gate.SideOutput("ok", patched),
-                    split, None, _f32(logits), {"stock": _f32(stock), "patched": _f32(patched)},
-                    False)
+                    split, split_sides, _f32(logits),
+                    {"stock": _f32(stock), "patched": _f32(patched)}, False)
 
 
 def judge(logits, base_kept, change_kept, rules=V2, **kw):
@@ -119,6 +119,26 @@ def test_new_fault_on_a_row_the_base_already_fails():
     result = judge(ROW, base, change, p=P)
     assert result["diagnostics"]["new_faults"] == ["noncanonical_tie"]
     assert result["stops"] == ["lost_oracle_token", "new_fault"]
+
+
+def test_new_fault_compares_forced_rules_one_by_one():
+    # the base (no split path proved) masks the whole forced row: forced token dropped, all
+    # masked, no argmax; the change proved the split path and keeps the forced token and one
+    # more: not exactly one token. Both have "forced_failure" and the same symdiff, so
+    # regression/v1 passes it; the forced rule the change breaks is not one the base breaks
+    logits = [0.5, 1e30, -0.25, 0.0, 0.1]
+    sides = (False, True)
+    old = judge(logits, [], [1, 4], rules=V1, p=0.75, forced=1, split_sides=sides)
+    assert old["stops"] == []
+    result = judge(logits, [], [1, 4], p=0.75, forced=1, split_sides=sides)
+    diagnostics = result["diagnostics"]
+    assert diagnostics["stock_forced_failures"] == ["forced_token_dropped", "all_masked",
+                                                    "argmax_not_forced"]
+    assert diagnostics["patched_forced_failures"] == ["not_exactly_one"]
+    assert diagnostics["new_faults"] == ["forced_failure"]
+    assert result["stops"] == ["new_fault"]
+    fixed = judge(logits, [], [1], p=0.75, forced=1, split_sides=sides)  # the fix passes
+    assert fixed["stops"] == [] and fixed["diagnostics"]["patched_forced_failures"] == []
 
 
 def test_lost_oracle_token_alone():
