@@ -23,10 +23,13 @@ every bundle (:func:`harness.core.verify.verify_bundle`), and writes a signed su
     bytes, signed with the key that signed the bundles; :func:`check_summary` re-verifies it
     and every bundle's payload digest against it.
 
-The catalogue (kinds: comparison flips in keep predicates, off-by-one in budgets and bounds,
-dropped clauses, changed search constants, precision changes) targets vLLM 0.33.0's split
-top-p pipeline (``_topp_sb_*`` kernels); each entry names one line by its exact text (and
-which of several equal lines), so a mutant either applies exactly or is refused. Every
+The catalogues (:mod:`harness.capture.mutant_catalogue`; kinds: comparison flips in keep
+predicates, off-by-one in budgets and bounds, dropped clauses, changed search constants,
+precision changes) are immutable by id: ``topp-gate/mutants/v1`` targets vLLM 0.33.0's split
+top-p pipeline (``_topp_sb_*`` kernels); ``topp-gate/mutants/v2`` (the default) adds the
+monolithic kernel ``_topk_topp_kernel`` and the dispatch, each entry naming its target and
+principle. Each entry names one line by its exact text (and which of several equal lines),
+so a mutant either applies exactly or is refused; the summary records the catalogue id. Every
 mutant keeps the module importable (``ast`` parses it before it is written); a mutant Triton
 cannot compile records ``kernel_crash`` in a signed bundle and counts as killed, shown as such.
 """
@@ -52,110 +55,33 @@ from typing import Any
 from ..core.digest import sha256_hex
 from ..core.errors import UsageError
 from ..core.manifest import load_manifest
+from .mutant_catalogue import CATALOGUES, DEFAULT_ID, Mutation
+from .mutant_catalogue import KINDS as KINDS  # re-exported
 
-CATALOGUE_ID = "topp-gate/mutants/v1"
 SUMMARY_SCHEMA = "topp-gate/mutation/v1"
 SUMMARY_PAYLOAD_TYPE = "application/vnd.topp-gate.mutation+json"
 KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
-KINDS = ("comparison", "off-by-one", "dropped-clause", "constant", "precision")
+
+# the default catalogue (``--catalogue``'s default); every known one is in CATALOGUES
+CATALOGUE_ID = DEFAULT_ID
+CATALOGUE: tuple[Mutation, ...] = CATALOGUES[CATALOGUE_ID]
 
 
-@dataclass(frozen=True)
-class Mutation:
-    """Replace ``old`` by ``new`` on the line(s) holding ``old``: the ``occurrence``-th such
-    line (1-based), or every one (``occurrence=0``)."""
-
-    id: str
-    kind: str
-    what: str
-    old: str
-    new: str
-    occurrence: int = 1
-
-
-_F16 = ".to(tl.float16).to(tl.float32)"
-CATALOGUE: tuple[Mutation, ...] = (
-    # comparison flips in keep predicates and search tests
-    Mutation("cmp-keep-ge", "comparison", "mask kernel keeps prob >= pivot",
-             "keep = (prob > pivot) | (x == M)", "keep = (prob >= pivot) | (x == M)"),
-    Mutation("cmp-above-ge", "comparison", "step kernel counts mass at prob >= pivot",
-             "above = pr2 > pivs[:, None]", "above = pr2 >= pivs[:, None]"),
-    Mutation("cmp-ok-gt", "comparison", "a pivot qualifies only with mass > p",
-             "ok = (mass >= p) & (mass - gmin * nmin < p)",
-             "ok = (mass > p) & (mass - gmin * nmin < p)"),
-    Mutation("cmp-ok-dup-le", "comparison", "minimality test mass - dup mass <= p",
-             "ok = (mass >= p) & (mass - gmin * nmin < p)",
-             "ok = (mass >= p) & (mass - gmin * nmin <= p)"),
-    Mutation("cmp-nomask-gt", "comparison", "whole-row guard pivot * Z > 1",
-             "nomask = tl.where(pivot * Z >= 1.0, 1.0, 0.0)",
-             "nomask = tl.where(pivot * Z > 1.0, 1.0, 0.0)"),
-    Mutation("cmp-best-lt", "comparison", "fallback tracks the smallest qualifying pivot",
-             "if bp > best:", "if bp < best:"),
-    Mutation("cmp-ties-le", "comparison", "duplicate handling runs when numkeep <= numdup",
-             "ties = numkeep < numdup", "ties = numkeep <= numdup"),
-    # off-by-one in budgets and bounds
-    Mutation("obo-dup-budget-lt", "off-by-one", "one boundary duplicate fewer kept",
-             "keep_dup = dmask & (cum <= numkeep)", "keep_dup = dmask & (cum < numkeep)"),
-    Mutation("obo-dup-budget-plus1", "off-by-one", "one boundary duplicate more kept",
-             "keep_dup = dmask & (cum <= numkeep)",
-             "keep_dup = dmask & (cum <= numkeep + 1.0)"),
-    Mutation("obo-numkeep-floor0", "off-by-one", "duplicate budget may reach 0",
-             "numkeep = tl.minimum(tl.maximum(numkeep, 1.0), numdup)",
-             "numkeep = tl.minimum(tl.maximum(numkeep, 0.0), numdup)"),
-    Mutation("obo-preceding-le", "off-by-one", "a slice counts its own duplicates as preceding",
-             "num_preceding = tl.sum(tl.where(sidx < slice_id, dupc_s, 0.0))",
-             "num_preceding = tl.sum(tl.where(sidx <= slice_id, dupc_s, 0.0))"),
-    Mutation("obo-slice-len-mask", "off-by-one", "mask kernel slices of floor(V / S)",
-             "slice_len = (VOCAB_SIZE + S - 1) // S", "slice_len = VOCAB_SIZE // S", 3),
-    Mutation("obo-slice-len-step", "off-by-one", "step kernel slices of floor(V / S)",
-             "slice_len = (VOCAB_SIZE + S - 1) // S", "slice_len = VOCAB_SIZE // S", 2),
-    Mutation("obo-split-count", "off-by-one", "split count doubles only while 2 S B < SMs",
-             "splits * 2 * batch_size <= num_sm or", "splits * 2 * batch_size < num_sm or"),
-    # dropped clauses
-    Mutation("drop-keep-max", "dropped-clause", "mask kernel no longer keeps the row maximum",
-             "keep = (prob > pivot) | (x == M)", "keep = prob > pivot"),
-    Mutation("drop-ok-minimal", "dropped-clause", "a pivot qualifies on mass >= p alone",
-             "ok = (mass >= p) & (mass - gmin * nmin < p)", "ok = mass >= p"),
-    Mutation("drop-dup-mask", "dropped-clause", "boundary duplicates all kept",
-             "keep = keep & (~dmask | keep_dup)", "keep = keep"),
-    # changed constants of the search
-    Mutation("const-rounds-3", "constant", "3 search rounds instead of 5",
-             "_SPLIT_ROUNDS = 5", "_SPLIT_ROUNDS = 3"),
-    Mutation("const-fanout-4", "constant", "4 ladder pivots per round instead of 8",
-             "_SPLIT_FANOUT = 8", "_SPLIT_FANOUT = 4"),
-    Mutation("const-collapse-1e-3", "constant", "range collapse at 1e-3 instead of 1e-7",
-             "(new_hi > new_lo * (1.0 + 1e-7))", "(new_hi > new_lo * (1.0 + 1e-3))"),
-    Mutation("const-tie-tol-1e-6", "constant", "step kernel tie tolerance 1e-6",
-             "is_same = tl.abs(tmin - minl) < 1e-9", "is_same = tl.abs(tmin - minl) < 1e-6"),
-    Mutation("const-uniform-1e-3", "constant", "mask kernel calls rows within 1e-3 uniform",
-             "if max_prob <= min_prob * (1.0 + 1e-6):",
-             "if max_prob <= min_prob * (1.0 + 1e-3):", 2),
-    Mutation("const-min-prob-1e-12", "constant", "ladder floor 1e-12 instead of 1e-30",
-             "min_prob = tl.maximum(tl.exp(mn - M) / Z, 1e-30)",
-             "min_prob = tl.maximum(tl.exp(mn - M) / Z, 1e-12)", 0),
-    Mutation("const-ladder-top", "constant", "ladder's last pivot is hi itself",
-             "(fidx + 1.0) / (F + 1.0))", "(fidx + 1.0) / F)"),
-    # precision changes
-    Mutation("prec-mask-recip", "precision", "mask kernel prob = exp(x - M) * (1 / Z)",
-             "prob = tl.exp(x - M) / Z", "prob = tl.exp(x - M) * (1.0 / Z)"),
-    Mutation("prec-step-fp16", "precision", "step kernel probabilities in float16",
-             "pr = tl.exp(x - M) / Z", f"pr = (tl.exp(x - M) / Z){_F16}"),
-    Mutation("prec-stats-fp16", "precision", "stats kernel exponent in float16",
-             "e = tl.where(finite, tl.exp(x - nm), 0.0)",
-             f"e = tl.where(finite, tl.exp((x - nm){_F16}), 0.0)"),
-    Mutation("prec-rowsum-fp16", "precision", "row normalizer summed in float16",
-             "Z = tl.sum(exp_s * w)", f"Z = tl.sum((exp_s * w){_F16})"),
-)
-
-
-def catalogue(only: Sequence[str] | None = None) -> list[Mutation]:
-    """The catalogue, or the entries ``only`` names (an unknown id is refused)."""
+def catalogue(only: Sequence[str] | None = None,
+              catalogue_id: str = CATALOGUE_ID) -> list[Mutation]:
+    """The entries of catalogue ``catalogue_id``, or those ``only`` names (an unknown
+    catalogue or mutant id is refused)."""
+    entries = CATALOGUES.get(catalogue_id)
+    if entries is None:
+        raise UsageError(f"unknown mutant catalogue {catalogue_id!r} (known: "
+                         f"{', '.join(CATALOGUES)})")
     if not only:
-        return list(CATALOGUE)
-    known = {m.id: m for m in CATALOGUE}
+        return list(entries)
+    known = {m.id: m for m in entries}
     missing = [name for name in only if name not in known]
     if missing:
-        raise UsageError(f"unknown mutant {missing[0]!r} (see 'topp-gate mutate --list')")
+        raise UsageError(f"unknown mutant {missing[0]!r} in {catalogue_id} (see "
+                         "'topp-gate mutate --list')")
     return [known[name] for name in only]
 
 
@@ -208,6 +134,7 @@ class Options:
     run_timeout_s: int = 3600
     vllm_criterion: bool = True
     vllm_sampler: Path | None = None  # vLLM 0.33.0's topk_topp_sampler.py (else the wheel)
+    catalogue: str = CATALOGUE_ID  # a key of CATALOGUES; recorded in the summary
 
 
 def _python() -> list[str]:
@@ -318,6 +245,7 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
 
     if options.out.exists():
         raise UsageError(f"{options.out} already exists; a mutation run never overwrites")
+    mutations = catalogue(options.only, options.catalogue)  # refused before any work
     private = load_private_key(options.key)
     public_key = private.public_key()
     pinned, base, manifest = _kernel_bytes(options)
@@ -328,7 +256,7 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
     (options.out / "signer.pub").write_bytes(public_pem(public_key))
     jobs: list[tuple[str, Path, Path | None, Mutation | None]] = [
         ("base", options.manifest, options.patch, None)]
-    for mutation in catalogue(options.only):
+    for mutation in mutations:
         diff = mutant_diff(pinned, base, mutation)
         diff_path = options.out / "mutants" / f"{mutation.id}.diff"
         diff_path.write_bytes(diff)
@@ -399,7 +327,7 @@ def summarize(entries: list[dict[str, Any]], manifest: Any, options: Options) ->
     vllm_scored = [m for m in mutants if "vllm_killed" in m]
     return {
         "schema": SUMMARY_SCHEMA,
-        "catalogue": CATALOGUE_ID,
+        "catalogue": options.catalogue,
         "manifest": {"name": manifest.name, "sha256": sha256_hex(options.manifest.read_bytes()),
                      "rules": manifest.rules},
         "backend": options.backend,

@@ -15,9 +15,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = sub.add_parser(
         "mutate",
         help="mutation-test the gate: run it on mutants of the patched kernel",
-        description="Write one mutant of the patched side's kernel per catalogue entry "
-        "(topp-gate/mutants/v1: comparison flips, off-by-one, dropped clauses, search "
-        "constants, precision), each a unified diff frozen into its own manifest by "
+        description="Write one mutant of the patched side's kernel per entry of a mutant "
+        "catalogue (--catalogue; topp-gate/mutants/v1: the split top-p pipeline; "
+        "topp-gate/mutants/v2, the default: v1 plus the monolithic kernel and the dispatch; "
+        "comparison flips, off-by-one, dropped clauses, search constants, precision), "
+        "each a unified diff frozen into its own manifest by "
         "'manifest new'; run the gate on the base and every mutant (several at once), "
         "verify every bundle, and write OUT/mutation.json with its DSSE signature "
         "OUT/mutation.dsse.json: per mutant killed (STOP, with rows and reasons) or "
@@ -43,17 +45,25 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--vllm-sampler", type=Path, default=None, metavar="FILE",
                         help="vLLM 0.33.0's vllm/v1/sample/ops/topk_topp_sampler.py (sha256 "
                         "checked; default: read from the cached pinned wheel)")
-    parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    parser.add_argument("--catalogue", default=None, metavar="ID",
+                        help="the mutant catalogue, recorded in the summary (default: "
+                        "topp-gate/mutants/v2; also topp-gate/mutants/v1)")
+    parser.add_argument("--list", action="store_true",
+                        help="print the chosen catalogue (id, kind, what, target, principle; "
+                        "tab-separated) and exit")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..capture.mutate import CATALOGUE, Options, run_mutation
+    from ..capture.mutate import CATALOGUE_ID, Options, catalogue, run_mutation
     from ..core.errors import UsageError
 
+    catalogue_id = CATALOGUE_ID if args.catalogue is None else args.catalogue
+    entries = catalogue(None, catalogue_id)  # an unknown id: exit 2, one line
     if args.list:
-        for m in CATALOGUE:
-            print(f"{m.id}\t{m.kind}\t{m.what}")
+        print(f"# {catalogue_id}: {len(entries)} mutants")
+        for m in entries:
+            print("\t".join((m.id, m.kind, m.what, m.target or "-", m.principle or "-")))
         return EXIT_OK
     for name in ("manifest", "out", "key"):
         if getattr(args, name) is None:
@@ -63,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                       jobs=args.jobs, only=tuple(x for x in args.only.split(",") if x),
                       run_timeout_s=args.run_timeout,
                       vllm_criterion=not args.no_vllm_criterion,
-                      vllm_sampler=args.vllm_sampler)
+                      vllm_sampler=args.vllm_sampler, catalogue=catalogue_id)
     summary = run_mutation(options, say=lambda m: print(printable(m), file=sys.stderr))
     rate = summary["kill_rate"]
     print(json.dumps({"base_passes": summary["base_passes"], "kill_rate": rate,

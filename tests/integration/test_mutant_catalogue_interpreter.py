@@ -1,0 +1,163 @@
+"""Catalogue v2's monolithic mutants change what the kernel does (Triton's interpreter, CPU).
+
+A mutant no input can tell apart from the base teaches nothing; this checks that a sample
+of ``topp-gate/mutants/v2``'s ``_topk_topp_kernel`` entries, applied by
+:func:`harness.capture.mutate.mutate` to the pinned vLLM 0.33.0 kernel, change some output
+(or crash) on one small batch with top-k: ties split by the k-th logit across both tiles,
+top-k then top-p, standalone top-p (k = V) and top-k alone.
+
+To stay at a few seconds of CPU it does not import vLLM: the kernel's own source text (its
+two tables, ``_update_min_larger_stats`` and ``_topk_topp_kernel``, base or mutated) is
+written to a module and launched as vLLM's CPU dispatch launches it (``BLOCK_SIZE`` 256,
+``BLOCK_SIZE_TRUNC`` 128), with the kernel child's interpreter shim for ``tl.range``. The
+gate's own runs (``topp-gate mutate``) import the whole mutated module in kernel children.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.capture import sources
+from harness.capture.mutant_catalogue import CATALOGUES, V2_ID, Mutation
+from harness.capture.mutate import mutate
+from harness.core.digest import sha256_hex
+from harness.core.errors import HarnessError
+
+pytestmark = [pytest.mark.slow, pytest.mark.sources]
+
+KERNEL_SHA256 = "6264a524884274824b65c3a3a91d4d34418561cde566c31879cb394acd85f2ef"
+PIECES = ("_NORMAL_CDF_TO_SIGMA_TABLE", "_PERCENTILE_TO_STD_TABLE", "_update_min_larger_stats",
+          "_topk_topp_kernel")
+VOCAB = 512
+# (k, p) per row: 6 of 9 tokens tied at the k-th logit (3 ties in each tile), top-k then
+# top-p, standalone top-p (k = V), top-k alone
+SAMPLING = ((6, 1.0), (50, 0.8), (VOCAB, 0.7), (20, 1.0))
+# mutants each row above should tell apart from the base
+SAMPLE = ("mk-topk-keep-minus1", "mk-final-dup-carry", "mk-kp-pivot-no-sum",
+          "mk-kp-budget-plus1", "mk-p-max-sample-100")
+
+
+def _pieces(kernel: str) -> str:
+    """The module source of the kernel's tables and monolithic kernel, decorators kept."""
+    lines = kernel.splitlines(keepends=True)
+    out = ["import triton\nimport triton.language as tl\n\n"]
+    for node in ast.parse(kernel).body:
+        if isinstance(node, ast.FunctionDef):
+            name, first = node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name, first = node.targets[0].id, node.lineno
+        else:
+            continue
+        if name in PIECES:
+            out.append("".join(lines[first - 1:node.end_lineno]) + "\n\n")
+    assert len(out) == 1 + len(PIECES)
+    return "".join(out)
+
+
+def _load(kernel: str, name: str, folder: Path) -> Any:
+    path = folder / f"{name.replace('-', '_')}.py"
+    path.write_text(_pieces(kernel), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # triton reads the source through inspect
+    spec.loader.exec_module(module)
+    return module
+
+
+def _batch() -> Any:
+    import torch
+
+    g = torch.Generator().manual_seed(7)
+    logits = (torch.randn(len(SAMPLING), VOCAB, generator=g) * 2).to(torch.bfloat16).float()
+    logits[0] = torch.randn(VOCAB, generator=g) * 0.5 - 3.0
+    logits[0, [10, 300, 400]] = 4.0
+    logits[0, [20, 40, 60, 280, 320, 500]] = 2.0  # 3 ties in each 256-wide tile
+    return logits
+
+
+def _run(module: Any) -> list[list[float]]:
+    import torch
+
+    logits = _batch()
+    k = torch.tensor([k for k, _ in SAMPLING], dtype=torch.int32)
+    p = torch.tensor([p for _, p in SAMPLING], dtype=torch.float32)
+    buffer = torch.empty(len(SAMPLING), VOCAB)
+    module._topk_topp_kernel[(len(SAMPLING),)](
+        logits, logits.stride(0), buffer, torch.tensor(module._PERCENTILE_TO_STD_TABLE),
+        torch.tensor(module._NORMAL_CDF_TO_SIGMA_TABLE), k, p, len(SAMPLING),
+        VOCAB_SIZE=VOCAB, MASK_VALUE=-math.inf, BLOCK_SIZE=256, BLOCK_SIZE_TRUNC=128,
+        TOPK_ENABLED=True, TOPP_ENABLED=True, SPLIT_COVERS_PONLY=False)
+    out: list[list[float]] = logits.tolist()
+    return out
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, Path]:
+    pins = sources.load_pins()
+    side = pins.side("patched")
+    try:
+        tree = sources.resolve_tree(side, cache=sources.cache_root())
+    except HarnessError as err:
+        pytest.skip(f"vLLM 0.33.0 sources: {err}")
+    raw = (tree / side.kernel_path).read_bytes()
+    assert side.version == "0.33.0" and sha256_hex(raw) == KERNEL_SHA256
+    return raw, tmp_path_factory.mktemp("mono")
+
+
+@pytest.fixture(scope="module")
+def launch(monkeypatch_module: pytest.MonkeyPatch) -> Any:
+    monkeypatch_module.setenv("TRITON_INTERPRET", "1")
+    from harness.capture.families.vllm_triton import interpreter_loop_tensors
+
+    interpreter_loop_tensors()
+    return _run
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Any:
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def _entry(mid: str) -> Mutation:
+    (entry,) = [m for m in CATALOGUES[V2_ID] if m.id == mid]
+    return entry
+
+
+@pytest.fixture(scope="module")
+def base(kernel, launch) -> list[list[float]]:
+    raw, folder = kernel
+    out: list[list[float]] = launch(_load(raw.decode("utf-8"), "base", folder))
+    return out
+
+
+def test_the_base_keeps_what_the_batch_was_built_for(base):
+    out = base
+    kept = [[i for i, v in enumerate(row) if v != -math.inf] for row in out]
+    assert kept[0] == [10, 20, 40, 60, 300, 400]  # 3 at 4.0, then the lowest-id 3 ties
+    assert len(kept[3]) == 20
+    assert 0 < len(kept[1]) < 50 and 0 < len(kept[2]) < VOCAB
+    logits = _batch().tolist()
+    assert all(out[r][i] == logits[r][i] for r in range(len(out)) for i in kept[r])
+
+
+def test_a_sample_of_monolithic_mutants_changes_an_output(kernel, launch, base):
+    raw, folder = kernel
+    unchanged = []
+    for mid in SAMPLE:
+        mutated = mutate(raw, _entry(mid)).decode("utf-8")
+        try:
+            out = launch(_load(mutated, mid, folder))
+        except Exception:  # noqa: BLE001, S112 - a mutant that crashes is told apart
+            continue
+        if out == base:
+            unchanged.append(mid)
+    assert unchanged == []
