@@ -2,7 +2,9 @@
 
 A matrix template (package data ``harness/data/matrices/<name>.json``, or a user's file of
 the same shape) holds the backend, the limits and the cases. Each side is named by its pin
-file (path relative to the manifest's folder) and sha256, with the version, kernel and tree
+file and sha256 (the path relative to the repository holding the pin, never one that climbs
+out of it: :func:`pin_name`; the loader finds it by that path and sha256, wherever the
+manifest is written and whatever folder it is run from), with the version, kernel and tree
 digests and its kernel family copied from it so the verifier can bind a receipt without
 the pin file. The dispatch path of a side, unless given, is the family's guess from the
 side's kernel source (``Family.guess_dispatch``; for vllm-triton ``split`` when the module
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.digest import sha256_hex, sha256sum_line
-from ..core.errors import UsageError
+from ..core.errors import HarnessError, UsageError
 from ..core.f32 import to_float32
 from ..core.limits import MAX_BATCH_V3, check_work
 from ..core.manifest import (
@@ -46,7 +48,7 @@ from ..core.safeio import read_regular_file
 from ..core.support_rules import SUPPORT_V1
 from ..core.terminal import printable
 from . import families
-from .pinfile import PinFile, load_pin_file
+from .pinfile import MAX_PIN_FILE_BYTES, PinFile, load_pin_file
 from .sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
 
 MATRIX_SCHEMA = "topp-gate/matrix/v1"
@@ -155,6 +157,45 @@ class SideSpec:
     patch: Path | None = None
 
 
+_CHECKOUT = Path(__file__).resolve().parents[2]  # the repository this code runs from, if any
+
+
+def pin_name(pin: Path, out_dir: Path) -> str:
+    """The pin file's path relative to the repository that holds it (issue 27 item 4): the
+    nearest folder above it with a ``.git``, else the checkout this code runs from when the
+    pin is in it, else the nearest folder above both the pin and the manifest's folder.
+    Never a path that climbs (``..``): a manifest written outside the repository (``mutate``'s
+    per-mutant manifests, a user's folder) names ``evidence/pins/x.json``, not
+    ``../../../../<somewhere>/evidence/pins/x.json``; :meth:`Manifest.pin_path` finds it by
+    that path and its sha256."""
+    path = Path(os.path.abspath(pin))
+    root = next((folder for folder in path.parents if (folder / ".git").exists()), None)
+    if root is None and path.is_relative_to(_CHECKOUT) \
+            and (_CHECKOUT / "pyproject.toml").is_file():
+        root = _CHECKOUT
+    if root is None:
+        root = Path(os.path.commonpath([path.parent, os.path.abspath(out_dir)]))
+    return path.relative_to(root).as_posix()
+
+
+def _check_pins_found(manifest: Any, out: Path) -> None:
+    """Each side's pin is found again from the manifest about to be written (by its name and
+    sha256, as every later ``run`` will look), else nothing is written."""
+    for name in SIDES:
+        entry = manifest.sources["sides"][name]
+        found = manifest.pin_path(name)
+        try:
+            ok = sha256_hex(read_regular_file(found, "pin file", MAX_PIN_FILE_BYTES)) \
+                == entry["pin_sha256"]
+        except (OSError, HarnessError):
+            ok = False
+        if not ok:
+            raise UsageError(f"{name} pin {printable(entry['pin'])}: a manifest at "
+                             f"{printable(out)} would not find it again (it names pins by "
+                             "their path in their repository); write the manifest inside "
+                             "that repository, or run manifest new from inside it")
+
+
 def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
                 cache: Path) -> tuple[dict[str, Any], bytes | None]:
     """A side's manifest entry, and its kernel source when it was read (to guess paths)."""
@@ -163,7 +204,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
         raise UsageError(f"{spec.pin}: family {family.id} has no path {spec.dispatch!r} "
                          f"(its paths: {', '.join(family.dispatch_paths)})")
     entry: dict[str, Any] = {
-        "pin": Path(os.path.relpath(spec.pin.resolve(), out_dir.resolve())).as_posix(),
+        "pin": pin_name(spec.pin, out_dir),
         "pin_sha256": pin.sha256,
         "version": pin.version,
         "kernel_sha256": pin.data["kernel_sha256"],
@@ -238,7 +279,8 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         "cases": cases,
     }
     raw = (json.dumps(document, indent=2) + "\n").encode("utf-8")
-    parse_manifest(raw, source=str(out))  # what run and verify will accept, before writing
+    # what run and verify will accept, its pins found again, before writing
+    _check_pins_found(parse_manifest(raw, source=str(out)), out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_bytes(raw)

@@ -24,13 +24,14 @@ import os
 import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import schema
 from .digest import parse_sha256sum_line, sha256_hex
 from .errors import (
     EvidenceDriftError,
+    HarnessError,
     LimitError,
     ManifestError,
     ManifestNotFrozenError,
@@ -231,11 +232,74 @@ class Manifest:
         return self.sides[side].patch
 
     def pin_path(self, side: str) -> Path:
-        """A side's pin file, resolved against the manifest's folder (versions 2 and 3)."""
+        """A side's pin file (versions 2 and 3): the first of :func:`pin_candidates` whose
+        bytes are the ``pin_sha256`` the manifest froze; else the path as written, against
+        the manifest's folder (what every manifest before repository-relative pins meant),
+        for the pin-file loader to refuse."""
         pin = self.sides[side].pin
         if pin is None:
             raise ManifestError(f"{self.source}: the {side} side is pinned inline, by no file")
-        return Path(self.source).parent / pin
+        folder = Path(self.source).parent
+        want = str(self.sources["sides"][side]["pin_sha256"])
+        for candidate in pin_candidates(folder, pin):
+            if _holds(candidate, want):
+                return candidate
+        return folder / pin
+
+
+# A pin file lists a few hundred hashes (the capture side's MAX_PIN_FILE_BYTES, once here
+# too: the core imports nothing from the capture side); a larger file is no candidate.
+_MAX_PIN_BYTES = 16 << 20
+_CHECKOUT = Path(__file__).resolve().parents[2]  # the repository this code runs from, if any
+
+
+def pin_candidates(folder: Path, pin: str) -> list[Path]:
+    """Where a manifest's pin file may be, in order: the path against the manifest's folder
+    (the meaning of every committed manifest), then the path (a repository-relative name
+    such as ``evidence/pins/x.json``, as ``manifest new`` writes) against each folder above
+    the manifest's, above the working folder and at the root of the checkout this code runs
+    from. A path written climbing out (``../../x/evidence/pins/y.json``, older ``manifest
+    new`` runs) is also tried without its climb and by each shorter tail. Candidates are
+    only places to look: :meth:`Manifest.pin_path` takes the first whose bytes have the
+    frozen sha256, so a file found elsewhere is never another pin."""
+    parts = [part for part in PurePosixPath(pin).parts if part != "."]
+    first = folder / pin
+    found = [first]
+    climbed = 0
+    while climbed < len(parts) and parts[climbed] == "..":
+        climbed += 1
+    tail = parts[climbed:]
+    if not tail or ".." in tail:
+        return found
+    tails = [tail[i:] for i in range(len(tail) - 1)] if climbed else [tail]
+    anchors: list[Path] = []
+    try:
+        here = Path.cwd()
+    except OSError:  # a working folder removed under us: no candidates from it
+        here = None
+    for start in (folder, here, _CHECKOUT):
+        if start is None:
+            continue
+        start = Path(os.path.abspath(start))
+        for anchor in (start, *start.parents):
+            if anchor not in anchors:
+                anchors.append(anchor)
+    for names in tails:
+        for anchor in anchors:
+            candidate = anchor.joinpath(*names)
+            if candidate not in found:
+                found.append(candidate)
+    return found
+
+
+def _holds(path: Path, sha256: str) -> bool:
+    """Whether ``path`` is a regular file whose bytes hash to ``sha256``."""
+    try:
+        if not os.path.isfile(path):
+            return False
+        return sha256_hex(read_regular_file(path, "pin file", _MAX_PIN_BYTES)) == sha256
+    except (OSError, HarnessError):
+        return False
 
 
 def _side(entry: Mapping[str, Any], *, inline: bool) -> ManifestSide:
