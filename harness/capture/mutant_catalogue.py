@@ -150,8 +150,10 @@ MONOLITHIC_AND_DISPATCH: tuple[Mutation, ...] = (
         target=f"{_TOPK}, zeroth pass (sigma pivot from the percentile table)",
         principle="gathering outliers above a sigma pivot is a speed heuristic: the kept set "
         "must not depend on whether the buffer search or the whole-vocabulary fallback "
-        "answers (a too-high pivot sends rows to the fallback, whose 18 iterations may not "
-        "resolve a dense boundary)"),
+        "answers. Likely equivalent: the halved index sends most rows to the fallback, "
+        "whose ternary search narrows its bracket threefold per iteration and is exact "
+        "wherever it meets its termination test within 18 iterations (all but boundaries "
+        "closer than range / 3^18)"),
     Mutation(
         "mk-topk-finite-ge", "comparison", "top-k counts -inf logits as finite",
         'finite_blk_mask = logits_blk > -float("inf")',
@@ -180,7 +182,9 @@ MONOLITHIC_AND_DISPATCH: tuple[Mutation, ...] = (
         _STOP_K, _STOP_K.replace(">= 18", ">= 6"), 1,
         target=f"{_TOPK}, ternary search over the gathered outliers (termination)",
         principle="a search that stops before it brackets the k-th logit returns a midpoint "
-        "pivot with an unset count: top-k must keep exactly min(k, V) tokens"),
+        "pivot with an unset count: top-k must keep exactly min(k, V) tokens (observable "
+        "only where the gap at the k-th logit is below about range / 3^6: large vocab, "
+        "large k)"),
     Mutation(
         "mk-topk-fallback-floor", "off-by-one",
         "whole-vocabulary fallback searches from the sigma pivot, not the row minimum",
@@ -193,7 +197,8 @@ MONOLITHIC_AND_DISPATCH: tuple[Mutation, ...] = (
         _STOP_K, _STOP_K.replace("< 1e-9", "< 1e-3"), 2,
         target=f"{_TOPK}, whole-vocabulary fallback (termination)",
         principle="the range stop must be below any gap between distinct logits at the "
-        "boundary: stopping at 1e-3 returns a midpoint pivot inside a dense region"),
+        "boundary: stopping at 1e-3 returns a midpoint pivot inside a dense region "
+        "(observable only on rows that reach the fallback)"),
     Mutation(
         "mk-topk-keep-minus1", "off-by-one", "one boundary duplicate fewer kept by top-k",
         "num_keep = num_duplicate_logit - (k_pivots_num - k)",
