@@ -13,7 +13,12 @@ December 3 are committed: their bundles repeat the same captured inputs, which x
 :func:`harness.capture.mutate.mutation_folder` refuses links, special files, names outside
 the folder and oversized archives before extracting to a temporary folder); its signed
 summary and every bundle it names are verified first
-(:func:`harness.capture.mutate.check_summary`), so the table states only what verified.
+and every claim of the summary is recomputed from them
+(:func:`harness.capture.mutation_check.check_summary`: kills, kill rates, survivors, vLLM's
+criterion, matrix, rules, backend, catalogue, each bundle named once, the frozen PR manifest
+taken from this repository only), so the table states only what verified. Progress (one line
+per verified bundle) goes to stderr; every string from a summary reaches the table through
+:func:`harness.core.terminal.markdown_cell` / ``markdown_code``.
 The section sits in README.md between the two marker lines below. Exit codes: 0 printed, or
 README holds it (--check) or was rewritten (--write); 1 README differs or has no section;
 2 usage or unreadable input; 4 a summary or bundle that does not verify (one line each).
@@ -33,8 +38,10 @@ END = "<!-- /mutation-table -->"
 
 
 def section(folders: list[Path], pubkeys: list[Path]) -> str:
-    from harness.capture.mutate import check_summary, mutation_folder
+    from harness.capture.mutate import mutation_folder
+    from harness.capture.mutation_check import check_summary
     from harness.core.keys import load_public_key
+    from harness.core.terminal import markdown_cell, markdown_code, printable
 
     if len(pubkeys) not in (1, len(folders)):
         raise SystemExit(f"mutation_table: {len(pubkeys)} --pubkey for {len(folders)} folders "
@@ -48,13 +55,15 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
              "|---|---|---|---|---|---|---|"]
     for folder, key in zip(folders, keys, strict=True):
         with mutation_folder(folder) as opened:
-            s = check_summary(opened, key, roots=(REPO,))
+            s = check_summary(opened, key, roots=(REPO,), progress=lambda line: print(
+                f"mutation_table: {printable(line)}", file=sys.stderr, flush=True))
             survivors = _survivors(opened, s, key)
         g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
         base = "PASS" if s["base_passes"] else "STOP"
         defects = s["base"].get("verdict", {}).get("base_defects", {}).get("rows", 0)
-        lines.append(f"| `{s['manifest']['name']}` | `{s['manifest']['rules']}` | "
-                     f"{s['backend']} | {base} ({defects} base-defect rows) | "
+        lines.append(f"| {markdown_code(s['manifest']['name'])} | "
+                     f"{markdown_code(s['manifest']['rules'])} | "
+                     f"{markdown_cell(s['backend'])} | {base} ({defects:d} base-defect rows) | "
                      f"{g['killed']}/{g['of']} ({100 * g['killed'] // max(g['of'], 1)}%) | "
                      f"{_criterion(s, v)} | "
                      + (survivors or "none") + " |")
@@ -66,8 +75,9 @@ def _survivors(folder: Path, summary: dict, key: object) -> str:
     base's on every row (the matrix never made the mutation observable), else how many rows
     changed with no stop. Read from the bundles :func:`check_summary` just verified."""
     from harness.capture.mutant_outputs import changed_rows
-    from harness.capture.mutate import summary_path
+    from harness.capture.mutation_check import summary_path
     from harness.core.errors import MalformedEvidenceError
+    from harness.core.terminal import markdown_code
     from harness.core.verify import open_bundle
 
     by_id = {m["id"]: m for m in summary["mutants"]}
@@ -81,7 +91,7 @@ def _survivors(folder: Path, summary: dict, key: object) -> str:
             base, open_bundle(summary_path(folder, by_id[name]["bundle"]), key))
         said = ("outputs not comparable" if rows is None else "outputs = base" if not rows
                 else f"{len(rows)} row{'s' if len(rows) != 1 else ''} changed")
-        shown.append(f"`{name}` ({said})")
+        shown.append(f"{markdown_code(name)} ({said})")
     return ", ".join(shown)
 
 

@@ -40,7 +40,6 @@ import ast
 import json
 import lzma
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -411,83 +410,29 @@ def _check_members(path: Path, members: list[tarfile.TarInfo]) -> None:
         raise UsageError(f"{path}: declares {total} bytes, over {MAX_ARCHIVE_BYTES}")
 
 
+# --- checking a summary: harness/capture/mutation_check.py (every claim recomputed) ---------
+
 MAX_SUMMARY_BYTES = 16 << 20
 
 
-def _summary_manifest(folder: Path, shown: str, roots: Sequence[Path]) -> Path:
-    """A manifest the summary names: in the folder (a mutant's), else under one of ``roots``
-    (the frozen PR manifest, named relative to the repository the run started in), else as
-    given. ``verify_bundle`` then reads it as a regular file and checks it is frozen."""
-    for base in (folder, *roots):
-        candidate = base / shown
-        if candidate.is_file():
-            return candidate
-    return Path(shown)
-
-
-_SUMMARY_ID = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
-_SUMMARY_PATH = re.compile(r"(?:bundles|mutants)/[a-z0-9][a-z0-9.-]{0,63}(?:\.diff)?")
-
-
 def summary_path(folder: Path, shown: Any) -> Path:
-    """A bundle or diff path the signed summary names, refused unless it is one plain name
-    under ``bundles/`` or ``mutants/`` of the folder (never ``..``, absolute or odd text)."""
-    from ..core.errors import MalformedEvidenceError
+    """Re-export of :func:`harness.capture.mutation_check.summary_path`."""
+    from .mutation_check import summary_path as checked_path
 
-    if not isinstance(shown, str) or not _SUMMARY_PATH.fullmatch(shown):
-        raise MalformedEvidenceError(f"mutation summary names the path {shown!r}")
-    return folder / shown
+    return checked_path(folder, shown)
 
 
 def summary_id(shown: Any) -> str:
-    """A mutant id the signed summary names (printed into README tables): catalogue-shaped."""
-    from ..core.errors import MalformedEvidenceError
+    """Re-export of :func:`harness.capture.mutation_check.summary_id`."""
+    from .mutation_check import summary_id as checked_id
 
-    if not isinstance(shown, str) or not _SUMMARY_ID.fullmatch(shown):
-        raise MalformedEvidenceError(f"mutation summary names the mutant {shown!r}")
-    return shown
+    return checked_id(shown)
 
 
-def check_summary(folder: Path, public_key: Any, *,
-                  roots: Sequence[Path] = ()) -> dict[str, Any]:
-    """Re-verify a mutation folder: the summary's signature, then every bundle it names
-    (offline verification) and its payload digest against the summary. Returns the summary.
-    ``roots``: folders a manifest path of the summary may be relative to (the repository),
-    so the check does not depend on the working directory."""
-    from ..core import dsse
-    from ..core.errors import BindingMismatchError
-    from ..core.safeio import read_regular_file
-    from ..core.verify import verify_bundle
+def check_summary(folder: Path, public_key: Any, *, roots: Sequence[Path] = (),
+                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Re-export of :func:`harness.capture.mutation_check.check_summary`: the signature,
+    every bundle, and every claim of the summary recomputed from them."""
+    from .mutation_check import check_summary as check
 
-    envelope = read_regular_file(folder / "mutation.dsse.json", "mutation envelope",
-                                 MAX_SUMMARY_BYTES)
-    payload = dsse.verify(envelope, public_key, SUMMARY_PAYLOAD_TYPE)
-    written = read_regular_file(folder / "mutation.json", "mutation summary",
-                                MAX_SUMMARY_BYTES)
-    if payload != written:
-        raise BindingMismatchError("mutation.json vs its signed payload", sha256_hex(payload),
-                                   sha256_hex(written))
-    summary: dict[str, Any] = json.loads(payload)
-    for name in summary["survivors"]:
-        summary_id(name)
-    for entry in [summary["base"], *summary["mutants"]]:
-        summary_id(entry["id"])
-        if not entry.get("verified"):
-            continue
-        manifest = _summary_manifest(folder, entry["manifest"]["path"], roots)
-        verified = verify_bundle(summary_path(folder, entry["bundle"]), public_key,
-                                 frozen_manifest=manifest, workers=1)
-        if verified.payload_sha256 != entry["payload_sha256"]:
-            raise BindingMismatchError(f"bundle {entry['bundle']} payload",
-                                       entry["payload_sha256"], verified.payload_sha256)
-        if verified.verdict != entry["verdict"]:
-            raise BindingMismatchError(f"bundle {entry['bundle']} verdict",
-                                       json.dumps(entry["verdict"]),
-                                       json.dumps(verified.verdict))
-        if "diff" in entry:
-            diff = sha256_hex(read_regular_file(summary_path(folder, entry["diff"]),
-                                                "mutant diff", MAX_SUMMARY_BYTES))
-            if diff != entry["diff_sha256"]:
-                raise BindingMismatchError(f"mutant diff {entry['diff']}",
-                                           entry["diff_sha256"], diff)
-    return summary
+    return check(folder, public_key, roots=roots, progress=progress)
