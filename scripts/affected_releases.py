@@ -46,6 +46,7 @@ from harness.core.bundle import MANIFEST, RECEIPT, ROWS  # noqa: E402
 from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.names import FORCED, SPLIT  # noqa: E402
+from harness.core.terminal import markdown_cell  # noqa: E402
 from harness.core.verify import case_paths, open_bundle  # noqa: E402
 
 BEGIN = "<!-- affected:begin -->"
@@ -110,8 +111,11 @@ def release_row(path: Path, public_key: Any) -> ReleaseRow:
         errors=errors)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+def _cell(texts: Sequence[str], joiner: str) -> str:
+    """Evidence strings in one Markdown table cell, each escaped by the one escaper
+    (:func:`harness.core.terminal.markdown_cell`: no control character, no cell break, no
+    Markdown or HTML of the evidence's own)."""
+    return joiner.join(markdown_cell(text) for text in texts) or "none"
 
 
 def _lost_cell(lost: int, total: int, ran: bool) -> str:
@@ -142,11 +146,12 @@ def generate(bundles_dir: Path, display: Path, *, public_key: Any) -> str:
         stock_ran = not any(e.startswith("stock:") for e in row.errors)
         patched_ran = not any(e.startswith("patched:") for e in row.errors)
         lines.append(
-            f"| {row.stock} (vs {row.patched}) | {row.dispatch}, {row.proven} | "
+            f"| {markdown_cell(row.stock)} (vs {markdown_cell(row.patched)}) | "
+            f"{markdown_cell(row.dispatch)}, {row.proven} | "
             f"{_lost_cell(row.stock_lost, row.forced_rows, stock_ran)} | "
             f"{_lost_cell(row.patched_lost, row.forced_rows, patched_ran)} | "
-            f"{row.verdict} | {_cell(', '.join(row.reasons) or 'none')} | "
-            f"{_cell('; '.join(row.errors) or 'none')} |")
+            f"{markdown_cell(row.verdict)} | {_cell(row.reasons, ', ')} | "
+            f"{_cell(row.errors, '; ')} |")
     lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n" + END + "\n"
 

@@ -48,7 +48,7 @@ from harness.core.bundle import MANIFEST, ROWS  # noqa: E402
 from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.f32 import unhexf  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
-from harness.core.terminal import printable  # noqa: E402
+from harness.core.terminal import markdown_cell, markdown_code, printable  # noqa: E402
 from harness.core.verify import open_bundle  # noqa: E402
 
 BEGIN = "<!-- deploy:begin -->"
@@ -60,8 +60,10 @@ NO_BUNDLES = "No deployment bundle is committed yet: nothing to tabulate."
 
 
 def _cell(text: Any) -> str:
-    """Evidence text in a Markdown table cell: terminal-safe, no pipes, no newlines."""
-    return printable(str(text)).replace("|", "\\|").replace("\n", " ")
+    """Evidence text in a Markdown table cell, by the one escaper
+    (:func:`harness.core.terminal.markdown_cell`): no control character, no pipe, no
+    Markdown or HTML of the evidence's own."""
+    return markdown_cell(text)
 
 
 def _mass(value: Any) -> float | None:
@@ -93,10 +95,11 @@ def bundle_rows(path: Path, public_key: Any) -> tuple[str, str, list[str]]:
     if not str(manifest.get("name", "")).startswith(DEPLOY_PREFIX):
         raise SectionInputError(f"bundle {path.name}: not made from a deployment manifest")
     sides = manifest["sources"]["sides"]
-    release = f"{sides['stock']['version']} vs {sides['patched']['version']}"
+    release = f"{_cell(sides['stock']['version'])} vs {_cell(sides['patched']['version'])}"
     signed = predicate["verdict"]
-    verdict = (f"**{signed['verdict']}** ({signed['rows_stopped']} of {signed['rows']} rows "
-               f"stopped: {', '.join(signed['reasons']) or 'none'})")
+    verdict = (f"**{_cell(signed['verdict'])}** ({_cell(signed['rows_stopped'])} of "
+               f"{_cell(signed['rows'])} rows stopped: "
+               f"{', '.join(_cell(r) for r in signed['reasons']) or 'none'})")
     by_case: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         by_case.setdefault(str(row.get("case")), []).append(row)
@@ -104,13 +107,15 @@ def bundle_rows(path: Path, public_key: Any) -> tuple[str, str, list[str]]:
     for entry in predicate["cases"]:
         case_rows = by_case.get(str(entry["id"]), [])
         paths = entry.get("paths") or {}
-        shown = f"{paths.get('stock') or 'unproven'} -> {paths.get('patched') or 'unproven'}"
+        shown = (f"{_cell(paths.get('stock') or 'unproven')} -> "
+                 f"{_cell(paths.get('patched') or 'unproven')}")
         reasons = Counter(stop for r in case_rows for stop in r.get("stops", []))
         stopped = sum(1 for r in case_rows if r.get("stops"))
-        reason_text = ", ".join(f"{name} {count}" for name, count in sorted(reasons.items()))
+        reason_text = ", ".join(f"{_cell(name)} {count}"
+                                for name, count in sorted(reasons.items()))
         lines.append(
-            f"| {_cell(release)} | {_cell(entry['id'])} | {_cell(shown)} | {len(case_rows)} "
-            f"| {stopped} | {_cell(reason_text or '-')} "
+            f"| {release} | {_cell(entry['id'])} | {shown} | {len(case_rows)} "
+            f"| {stopped} | {reason_text or '-'} "
             f"| {_worst(case_rows, 'stock_mass_outside')} "
             f"| {_worst(case_rows, 'stock_mass_dropped')} |")
     return release, verdict, lines
@@ -135,7 +140,7 @@ def generate(bundles: Path, public_key: Any | None) -> str:
     verdicts = []
     for path in found:
         release, verdict, rows = bundle_rows(path, public_key)
-        verdicts.append(f"- {_cell(release)}: {verdict} (`{_cell(path.name)}`)")
+        verdicts.append(f"- {release}: {verdict} ({markdown_code(path.name)})")
         table += rows
     lines += verdicts + [""] + table + [""]
     return "\n".join(lines) + END + "\n"

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.f32 import unhexf  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
-from harness.core.terminal import printable  # noqa: E402
+from harness.core.terminal import markdown_cell, markdown_code, printable  # noqa: E402
 from harness.core.verify import open_bundle  # noqa: E402
 
 BEGIN = "<!-- impls:begin -->"
@@ -52,7 +52,10 @@ HEADER = ("| implementation (patched) | against (stock) | workload | rules | ver
 
 
 def _cell(text: object) -> str:
-    return printable(str(text)).replace("|", "\\|")
+    """A cell composed here of evidence strings each escaped by the one escaper
+    (:func:`harness.core.terminal.markdown_cell` / ``markdown_code``) and of this script's
+    own Markdown; nothing left to escape (a second escape would double the backslashes)."""
+    return str(text)
 
 
 def _keys(table: Path) -> dict[str, str]:
@@ -71,19 +74,20 @@ def _side(manifest: dict[str, Any], side: str) -> str:
     family = entry.get("family", "vllm-triton")
     default = entry.get("dispatch", "split")
     paths = sorted({(c.get("paths") or {}).get(side, default) for c in manifest["cases"]})
-    shown = " / ".join(f"`{path}`" for path in paths or [default])
-    return f"{family} {entry['version']} {shown}"
+    shown = " / ".join(markdown_code(path) for path in paths or [default])
+    return f"{markdown_cell(family)} {markdown_cell(entry['version'])} {shown}"
 
 
 def _workload(manifest: dict[str, Any]) -> str:
     cases = manifest["cases"]
     vocabs = sorted({int(c["vocab"]) for c in cases})
-    kinds = sorted({str(c["kind"]) for c in cases})
+    kinds = sorted({markdown_cell(c["kind"]) for c in cases})
     return f"{len(cases)} cases ({', '.join(kinds)}; vocab {', '.join(map(str, vocabs))})"
 
 
 def _worst(rows: list[dict[str, Any]], key: str) -> str:
-    values = [(unhexf(r["diagnostics"][key]), f"{r['case']}[{r['row']}]") for r in rows
+    values = [(unhexf(r["diagnostics"][key]),
+               f"{markdown_cell(r['case'])}[{markdown_cell(r['row'])}]") for r in rows
               if isinstance(r.get("diagnostics"), dict) and key in r["diagnostics"]]
     if not values:
         return "n/a"
@@ -103,11 +107,12 @@ def row_of(path: Path, pub: Path) -> tuple[str, str]:
     for row in rows:
         reasons.update(row.get("stops", []))
     stopped = sum(1 for row in rows if row.get("stops"))
-    detail = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())) or "none"
+    detail = ", ".join(f"{markdown_cell(r)} {n}" for r, n in sorted(reasons.items())) or "none"
     rules = (predicate.get("judgement") or {}).get("rules", "seed/v1")
     workload = _workload(manifest)
     cells = [_side(manifest, "patched"), _side(manifest, "stock"), workload,
-             f"`{rules}`", f"**{verdict['verdict']}**", f"{stopped}/{len(rows)}: {detail}",
+             markdown_code(rules), f"**{markdown_cell(verdict['verdict'])}**",
+             f"{stopped}/{len(rows)}: {detail}",
              _worst(rows, "patched_mass_outside"), _worst(rows, "patched_mass_dropped")]
     return workload, "| " + " | ".join(_cell(c) for c in cells) + " |" + f" <!-- {path.name} -->"
 
