@@ -75,19 +75,30 @@ def test_the_interpreter_has_no_flashinfer_path():
         "bfdc18b9e1e4d8d0730fe4343dc0e284cd0c160086de80f99888bc4867922d49")
 
 
-def test_the_child_imports_flashinfer_sampling_without_its_package_init(pinned, tmp_path):
+def test_the_child_imports_flashinfer_sampling_without_its_package_init(pinned, tmp_path,
+                                                                       monkeypatch):
     """Needs apache-tvm-ffi (for this Python) and nvidia-ml-py importable; no GPU."""
     pytest.importorskip("tvm_ffi")
     pytest.importorskip("pynvml")
     import shutil
     import sys
 
+    from harness.capture.families import flashinfer
+
     tree = tmp_path / "copy"
     shutil.copytree(sources.resolve_tree(pinned.side("stock"), cache=sources.cache_root()),
                     tree)
+    build = tmp_path / "copy.build"
+    build.mkdir(mode=0o700)
     family = families.get("flashinfer")
+    import tvm_ffi
+
+    monkeypatch.setattr(flashinfer, "_STATE", {})
+    monkeypatch.setattr(tvm_ffi, "load_module", tvm_ffi.load_module)  # the guard wraps it
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", "restored after the test")
     sys.path.insert(0, str(tree))
     try:
+        family.before_import(tree, build)  # the JIT workspace: the build folder
         module = family.import_kernel(tree)
         assert Path(module.__file__) == tree / "flashinfer/sampling.py"
         info = family.package_info(module, [n for n in sys.modules
@@ -101,6 +112,49 @@ def test_the_child_imports_flashinfer_sampling_without_its_package_init(pinned, 
     finally:
         sys.path.remove(str(tree))
         for name in [n for n in sys.modules if n == "flashinfer" or n.startswith("flashinfer.")]:
+            del sys.modules[name]
+
+
+def test_a_planted_jit_cache_runs_in_the_pinned_import_unless_the_child_refuses_it(
+        pinned, tmp_path, monkeypatch):
+    """The attack is real: FlashInfer 0.7.2.post1's own ``jit/env.py`` imports a
+    ``flashinfer_jit_cache`` found on the path (its code runs during ``import
+    flashinfer.sampling``); the child's isolation check finds it first, without running it.
+    Needs apache-tvm-ffi and nvidia-ml-py importable; no GPU."""
+    pytest.importorskip("tvm_ffi")
+    pytest.importorskip("pynvml")
+    import shutil
+
+    import tvm_ffi
+
+    from harness.capture.families import flashinfer
+    from harness.capture.kernels.child import check_isolation
+
+    tree = tmp_path / "copy"
+    shutil.copytree(sources.resolve_tree(pinned.side("stock"), cache=sources.cache_root()),
+                    tree)
+    site, marker = tmp_path / "site", tmp_path / "planted-code-ran"
+    (site / "flashinfer_jit_cache").mkdir(parents=True)
+    (site / "flashinfer_jit_cache" / "__init__.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n__version__ = '0.7.2.post1'\n"
+        "def get_jit_cache_providers():\n    return []\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.syspath_prepend(str(tree))
+    family = families.get("flashinfer")
+    with pytest.raises(KernelChildError, match="flashinfer_jit_cache is importable"):
+        check_isolation(family)
+    assert not marker.exists()
+    monkeypatch.setattr(flashinfer, "_STATE", {})
+    monkeypatch.setattr(tvm_ffi, "load_module", tvm_ffi.load_module)
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", "restored after the test")
+    build = tmp_path / "copy.build"
+    build.mkdir(mode=0o700)
+    try:
+        family.before_import(tree, build)
+        family._import_bare(tree)  # the pinned import, without the child's check
+        assert marker.exists(), "the pinned jit/env.py did not import the planted package"
+    finally:
+        for name in [n for n in sys.modules if n.startswith(("flashinfer", "flashinfer_"))]:
             del sys.modules[name]
 
 

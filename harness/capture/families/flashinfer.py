@@ -388,8 +388,10 @@ def normalized_ninja(text: str, build: Path, tree: Path) -> str:
 
 
 def _check_no_aot(tree: Path) -> None:
-    """After the pinned import: no AOT provider or cubin package was imported, the sampling
-    module is a JIT build under the build folder, and every library load is guarded."""
+    """After the pinned import: no AOT provider or cubin package was imported, and every
+    library load is guarded. (The sampling module's spec is checked at the first proof,
+    :func:`_check_spec`: making it needs a CUDA device, which the interpreter backend's
+    child has not; that child stops at ``prepare``, in one line.)"""
     build = _STATE.get("build")
     if build is None:
         raise KernelChildError("FlashInfer imported without its build folder")
@@ -400,14 +402,20 @@ def _check_no_aot(tree: Path) -> None:
     loaded = [n for n in ("flashinfer_jit_cache", "flashinfer_cubin") if n in sys.modules]
     if loaded:
         raise KernelChildError(f"{loaded[0]} was imported; refused")
-    spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
-    if spec.is_aot or not Path(spec.jit_library_path).resolve().is_relative_to(build):
-        raise KernelChildError("the sampling module would not be built in the stable copy's "
-                               "build folder; refused")
-    outside = [str(s) for s in spec.sources if not Path(s).resolve().is_relative_to(tree)]
+    _guard_loads(sys.modules["flashinfer.jit.core"].tvm_ffi, build)
+
+
+def _check_spec(spec: Any, build: Path, tree: Path) -> None:
+    """The sampling module is a JIT build (not AOT) in the build folder, of sources in the
+    pinned copy."""
+    if getattr(spec, "is_aot", False) or not Path(spec.jit_library_path).resolve(
+            ).is_relative_to(build):
+        raise KernelChildError("the sampling module is not built in the stable copy's build "
+                               "folder; refused")
+    sources = [Path(s).resolve() for s in getattr(spec, "sources", ())]
+    outside = [str(s) for s in sources if not s.is_relative_to(tree)]
     if outside:
         raise KernelChildError(f"sampling source outside the pinned copy: {outside[0]}")
-    _guard_loads(sys.modules["flashinfer.jit.core"].tvm_ffi, build)
 
 
 def _guard_loads(tvm_ffi: Any, build: Path) -> None:
@@ -464,9 +472,12 @@ def jit_library() -> dict[str, Any]:
     if _REFUSED:
         raise KernelChildError(_REFUSED[0])
     build, tree = _STATE.get("build"), _STATE.get("tree")
+    if build is None or tree is None:
+        raise KernelChildError("FlashInfer ran without its build folder")
     spec = sys.modules["flashinfer.jit.sampling"].gen_sampling_module()
+    _check_spec(spec, build, tree)
     record = _LOADED.get(str(Path(spec.jit_library_path).resolve()))
-    if record is None or build is None or tree is None:
+    if record is None:
         raise KernelChildError("the sampling library was not loaded from the stable copy's "
                                "build folder through the guarded loader")
     if "tree_sha256" not in _STATE:
