@@ -44,6 +44,7 @@ VERBS: dict[str, str] = {
     "exact": "exact",
     "manifest": "manifest",
     "mutate": "mutate",
+    "pr": "pr",
 }
 
 

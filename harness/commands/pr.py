@@ -1,0 +1,132 @@
+"""``topp-gate pr``: gate a pull request against its base in one command.
+
+Pins both sides, freezes the newest PR matrix of the backend, runs (reusing a verified base
+side of the same matrix and base pin when one is kept), verifies the bundle offline and
+prints the answer. Exit codes as ``run``: 0 PASS, 1 STOP (both verified), 2 refused before
+anything ran, 4 the bundle it wrote did not verify.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import EXIT_OK, EXIT_STOP
+from ..core.terminal import printable
+from . import flags
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "pr",
+        help="gate a change against its base: pin, freeze, run, verify, answer",
+        description="Gate a pull request against its base in one command. BASE is a "
+        "release (vllm==X.Y.Z), a pin file, a wheel or a source tree (what 'sources pin' "
+        "takes, or a pin file); the change is --patch DIFF (a unified diff of the kernel "
+        "file, applied exactly on the base) or --change SPEC (another release, pin file, "
+        "wheel or tree: an upgrade is a change too). Both pins, the frozen manifest "
+        "(the newest PR matrix of the backend), the signed bundle and its "
+        "verification land in --out. A base side verified by an earlier 'pr' of the same "
+        "frozen cases and base pin is reused (checked again) instead of run; otherwise the "
+        "two kernel children run at once. Prints the verdict, the rows the change broke "
+        "(case[row], reasons, dispatch path), the base's defects the change altered, and "
+        "the bundle. Exit 0 PASS, 1 STOP, 2 refused before anything ran, 4 the bundle did "
+        "not verify.")
+    parser.add_argument("base", metavar="BASE",
+                        help="the base: vllm==X.Y.Z, a pin file (.json), a wheel or a tree")
+    change = parser.add_mutually_exclusive_group(required=True)
+    change.add_argument("--patch", type=Path, metavar="DIFF", default=None,
+                        help="the change as a unified diff of the kernel file on BASE")
+    change.add_argument("--change", metavar="SPEC", default=None,
+                        help="the change as another release, pin file, wheel or tree")
+    parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto",
+                        help="auto (default): cuda when torch sees a CUDA device, else "
+                        "Triton's interpreter on the CPU")
+    parser.add_argument("--matrix", default=None, metavar="NAME|FILE",
+                        help="another matrix than the backend's newest PR matrix (a "
+                        "predeclared name or your own matrix file)")
+    parser.add_argument("--key", type=Path, default=None,
+                        help="Ed25519 private key (default: $TOPP_GATE_KEY or "
+                        "~/.config/topp-gate/signing.key)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="folder to create for pins, manifest and bundle (default: a "
+                        "new folder under runs/; never an existing one)")
+    flags.sources(parser, "exported source trees (topp-gate sources export), for machines "
+                  "with no network (default: $TOPP_GATE_SOURCES or the cache)")
+    flags.cache(parser)
+    parser.add_argument("--base-cache", type=Path, default=None, metavar="DIR",
+                        help="where verified base sides are kept for reuse (default: "
+                        "pr-base under the cache)")
+    parser.add_argument("--no-reuse", action="store_true",
+                        help="run the base even when a verified base side is kept, and "
+                        "keep none")
+    flags.workers(parser, "judging and verifying rows", default=0)
+    parser.set_defaults(handler=run)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    print("topp-gate: terminated; stopping the kernel children and removing scratch",
+          file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
+def _say(message: str) -> None:
+    print(f"topp-gate pr: {message}", file=sys.stderr, flush=True)
+
+
+def render(answer: Any) -> list[str]:
+    """The answer's lines (stdout): verdict, broken rows, base defects touched, base, bundle."""
+    broken = answer.broken
+    head = (f"{answer.verdict}: the change broke {len(broken)} of {answer.rows} rows"
+            if answer.verdict != "PASS" else
+            f"PASS: the change broke none of {answer.rows} rows")
+    lines = [f"{head} (matrix {printable(answer.matrix)}, rules {printable(answer.rules)})"]
+    if broken:
+        lines.append("rows the change broke (case[row]  reasons  dispatch path):")
+        lines += [f"  {printable(b.row)}  {printable(','.join(b.reasons))}  "
+                  f"{printable(b.path or 'not proven')}" for b in broken]
+    if answer.run_stops:
+        lines.append(f"run stops: {printable(', '.join(answer.run_stops))}")
+    touched = answer.touched
+    lines.append(f"base defects: {answer.base_defects} rows the base already fails; the "
+                 f"change altered {len(touched)} of them" + (":" if touched else ""))
+    lines += [f"  {printable(t.row)}  base: {printable(','.join(t.base_faults))}; change: "
+              f"{printable(','.join(t.change_faults) or 'no fault')}" for t in touched]
+    if answer.base_reused_from is not None:
+        lines.append("base: reused the verified base side of "
+                     f"{printable(answer.base_reused_from)} (checked again; not run)")
+    else:
+        lines.append("base: ran" + ("; its verified side is kept for the next run of this "
+                                    "matrix and base pin" if answer.base_kept else ""))
+    lines.append(f"manifest: {printable(answer.manifest)}")
+    lines.append(f"bundle: {printable(answer.bundle)} (verified, signed by key "
+                 f"{answer.keyid[:16]}...)")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import require_gpu_extra
+    from .run import DEFAULT_KEY, _require_key
+
+    require_gpu_extra("pr")
+    signal.signal(signal.SIGTERM, _terminated)
+    from ..capture.pr import PrOptions, default_out, gate_pr
+
+    key = args.key or Path(os.environ.get("TOPP_GATE_KEY") or DEFAULT_KEY).expanduser()
+    _require_key(key)
+    sources = args.sources or (Path(os.environ["TOPP_GATE_SOURCES"])
+                               if os.environ.get("TOPP_GATE_SOURCES") else None)
+    options = PrOptions(base=args.base, out=args.out or default_out(), key=key,
+                        patch=args.patch, change=args.change, backend=args.backend,
+                        matrix=args.matrix, sources=sources, cache=args.cache,
+                        base_cache=args.base_cache, reuse=not args.no_reuse,
+                        workers=args.workers)
+    answer = gate_pr(options, _say)
+    for line in render(answer):
+        print(line)
+    sys.stdout.flush()
+    return EXIT_OK if answer.verdict == "PASS" else EXIT_STOP

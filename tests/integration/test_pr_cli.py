@@ -1,0 +1,214 @@
+"""``topp-gate pr``, driven in-process on Triton's interpreter.
+
+The matrix is two cases of ``pr-interpreter-v2`` (``traffic-near-uniform-v2048``, the case
+on which the interpreter mutation run killed ``cmp-keep-ge``, and two ordinary rows), kept
+small for CI with ``--matrix FILE``. A harmful diff (``prob > pivot`` flipped to ``>=``,
+the catalogue's ``cmp-keep-ge``) STOPs and the answer names the row it broke; a harmless
+diff (a comment) PASSes on the second run, which reuses the first run's verified base side
+instead of running the base again. Bad input exits 2 with one line and leaves no folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.capture.pinfile import load_pin_file
+from harness.capture.sources import cache_root, resolve_tree
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+PINS = ROOT / "evidence/pins"
+BASE = PINS / "vllm-0.33.0.json"
+PUB = ROOT / "tests/assets/keys/test-only-signing.pub"
+KEEP = "        keep = (prob > pivot) | (x == M)\n"
+
+pytestmark = [pytest.mark.sources]
+
+
+def _kernel() -> bytes:
+    side = load_pin_file(BASE).side("stock")
+    return (resolve_tree(side, cache=cache_root()) / side.kernel_path).read_bytes()
+
+
+def _diff(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    from harness.capture.sources import kernel_diff
+
+    kernel = _kernel()
+    assert kernel.count(old.encode()) == 1
+    path = tmp_path / name
+    path.write_bytes(kernel_diff(kernel, kernel.replace(old.encode(), new.encode()),
+                                 load_pin_file(BASE).data["kernel_path"]))
+    return path
+
+
+def _small_matrix(tmp_path: Path) -> Path:
+    packaged = json.loads((ROOT / "harness/data/matrices/pr-interpreter-v2.json").read_bytes())
+    cases = [c for c in packaged["cases"] if c["id"] == "traffic-near-uniform-v2048"]
+    cases.append({"id": "ordinary-s42-b2-v1024", "kind": "ordinary", "seed": 42, "batch": 2,
+                  "vocab": 1024})
+    matrix = {key: packaged[key] for key in ("schema", "rules", "backend", "limits")}
+    matrix["description"] = "pr test: pr-interpreter-v2's near-uniform case, 2 ordinary rows"
+    matrix["cases"] = cases
+    path = tmp_path / "small-pr.json"
+    path.write_text(json.dumps(matrix, indent=1), encoding="utf-8")
+    return path
+
+
+def _pr(tmp_path: Path, key: Path, out: Path, *change: str, base: str = str(BASE)) -> int:
+    return main(["pr", base, *change, "--backend", "interpreter",
+                 "--matrix", str(_small_matrix(tmp_path)), "--key", str(key),
+                 "--out", str(out), "--base-cache", str(tmp_path / "bases"), "--workers", "1"])
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    return lines[0]
+
+
+# --- refused before anything runs: exit 2, one line, no folder left ------------------------------
+
+
+def test_a_missing_pin_is_refused(tmp_path, signing_key, capsys):
+    patch = _diff(tmp_path, "c.diff", KEEP, KEEP.replace("keep =", "keep  ="))
+    out = tmp_path / "out"
+    assert _pr(tmp_path, signing_key, out, "--patch", str(patch),
+               base=str(tmp_path / "no-such-pin.json")) == 2
+    assert "pin file" in _one_line(capsys) and not out.exists()
+
+
+def test_an_unreadable_patch_is_refused(tmp_path, signing_key, capsys):
+    out = tmp_path / "out"
+    assert _pr(tmp_path, signing_key, out, "--patch", str(tmp_path / "missing.diff")) == 2
+    assert "cannot read patch" in _one_line(capsys) and not out.exists()
+
+
+def test_a_patch_that_does_not_apply_is_refused(tmp_path, signing_key, capsys):
+    patch = _diff(tmp_path, "c.diff", KEEP, KEEP.replace("keep =", "keep  ="))
+    text = patch.read_text(encoding="utf-8").replace("(prob > pivot)", "(prob < pivot)", 1)
+    patch.write_text(text, encoding="utf-8")  # its removed line is not the kernel's
+    out = tmp_path / "out"
+    assert _pr(tmp_path, signing_key, out, "--patch", str(patch)) == 2
+    _one_line(capsys)
+    assert not out.exists()
+
+
+def test_an_existing_out_is_refused_and_left_alone(tmp_path, signing_key, capsys):
+    patch = _diff(tmp_path, "c.diff", KEEP, KEEP.replace("keep =", "keep  ="))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me", encoding="utf-8")
+    assert _pr(tmp_path, signing_key, out, "--patch", str(patch)) == 2
+    assert "already exists" in _one_line(capsys)
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+def test_a_change_is_required_and_only_one(tmp_path, signing_key, capsys):
+    out = tmp_path / "out"
+    assert _pr(tmp_path, signing_key, out) == 2
+    _one_line(capsys)
+    assert _pr(tmp_path, signing_key, out, "--patch", "a.diff", "--change", str(BASE)) == 2
+    _one_line(capsys)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("pin", ["flashinfer-0.7.2.post1.json", "vllm-pytorch-0.33.0.json"])
+def test_a_family_without_a_pr_matrix_is_refused_naming_what_is_supported(
+        tmp_path, signing_key, capsys, pin):
+    out = tmp_path / "out"
+    assert main(["pr", str(PINS / pin), "--change", str(PINS / pin), "--backend", "cuda",
+                 "--key", str(signing_key), "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    assert "no PR matrix" in line and "vllm-triton" in line and "pr-cuda-v" in line
+    assert not out.exists()
+
+
+# --- the gate, twice: the second run reuses the verified base ------------------------------------
+
+
+def _predicate(bundle: Path) -> dict:
+    return json.loads((bundle / "receipt.json").read_bytes())["predicate"]
+
+
+@pytest.mark.slow
+def test_a_harmful_diff_stops_and_a_harmless_one_passes_reusing_the_base(
+        tmp_path, signing_key, capsys):
+    harmful = _diff(tmp_path, "keep-ge.diff", KEEP, KEEP.replace("prob > pivot", "prob >= pivot"))
+    first = tmp_path / "first"
+    assert _pr(tmp_path, signing_key, first, "--patch", str(harmful)) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("STOP: the change broke 1 of 4 rows")
+    assert "  traffic-near-uniform-v2048[0]  symdiff_growth  split\n" in out
+    assert "base: ran; its verified side is kept" in out
+    assert f"bundle: {first / 'bundle'} (verified" in out
+    assert "stock and patched on interpreter at once" in err
+    assert "case 1/2 traffic-near-uniform-v2048: done\n" in err  # per case, not per side
+    assert {p.name for p in first.iterdir()} == {"pins", "change.diff", "pr.json",
+                                                 "pr.json.sha256", "bundle"}
+    stopped = [r for r in _predicate(first / "bundle")["rows"] if r["stops"]]
+    assert [(r["case"], r["row"], r["stops"]) for r in stopped] == \
+        [("traffic-near-uniform-v2048", 0, ["symdiff_growth"])]
+    assert main(["verify", str(first / "bundle"), "--pubkey", str(PUB),
+                 "--frozen-manifest", str(first / "pr.json")]) == 1  # a verified STOP
+    capsys.readouterr()
+
+    harmless = _diff(tmp_path, "comment.diff", "# the logit-space pivot rounds to M",
+                     "# the pivot in logit space rounds to M")
+    second = tmp_path / "second"
+    assert _pr(tmp_path, signing_key, second, "--patch", str(harmless)) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("PASS: the change broke none of 4 rows")
+    assert f"base: reused the verified base side of {(first / 'bundle').resolve()}" in out
+    assert "patched on interpreter at once" in err and "stock and patched" not in err
+    assert "(base reused)" in err
+    # the work done: no base child ran; the base side is the first run's, byte for byte
+    predicate = _predicate(second / "bundle")
+    assert "stock_s" not in predicate["timings"] and "patched_s" in predicate["timings"]
+    assert predicate["environment"]["base_reused_from"]["bundle"] == \
+        str((first / "bundle").resolve())
+    assert (first / "bundle/outputs/stock/evidence.json").read_bytes() == \
+        (second / "bundle/outputs/stock/evidence.json").read_bytes()
+    assert main(["verify", str(second / "bundle"), "--pubkey", str(PUB),
+                 "--frozen-manifest", str(second / "pr.json")]) == 0
+    capsys.readouterr()
+
+    # a kept base is checked again when reused: one flipped bit and it is not used
+    _tampered_entry_is_not_reused(tmp_path, first / "bundle")
+
+
+def _tampered_entry_is_not_reused(tmp_path: Path, bundle: Path) -> None:
+    from harness.capture.pr import load_base
+    from harness.capture.signing import load_private_key
+    from harness.core.cases_index import parse_cases_index
+
+    (entry,) = (tmp_path / "bases").iterdir()
+    key = json.loads((entry / "entry.json").read_bytes())["key"]
+    public = load_private_key(_key_copy(tmp_path)).public_key()
+    side = load_pin_file(BASE).side("stock")
+    layout = parse_cases_index((bundle / "cases.json").read_bytes())
+    said: list[str] = []
+
+    def load(out: Path):
+        return load_base(tmp_path / "bases", key, public, side, layout, bundle / "cases.json",
+                         out, said.append)
+
+    assert load(tmp_path / "check-1") is not None  # as kept: it checks
+    output = next(entry.glob("*.out.f32"))
+    data = bytearray(output.read_bytes())
+    data[0] ^= 1
+    output.write_bytes(bytes(data))
+    assert load(tmp_path / "check-2") is None
+    assert "differs from its signed sha256" in said[-1]
+    assert not any((tmp_path / "check-2").iterdir())
+
+
+def _key_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "k.key"
+    shutil.copyfile(ROOT / "tests/assets/keys/test-only-signing.key", target)
+    target.chmod(0o600)
+    return target
