@@ -256,6 +256,7 @@ def judgement(predicate: dict[str, Any], manifest: Any) -> tuple[str, str]:
 # Keyed on evidence fields only: the core imports no family.
 LIBRARY_BOUND = "bound"
 LIBRARY_LEGACY = "unbound (legacy evidence)"
+LIBRARY_NOT_LOADED = "unbound (no library loaded)"  # the side's child stopped before a case
 LIBRARY_NONE = "not applicable"
 JIT_SOURCES_ALGORITHM = "topp-gate/flashinfer-jit-sources/v1"
 _RUNTIME_BUILT_FAMILIES = ("flashinfer",)  # evidence ``family`` values built at run time
@@ -318,11 +319,16 @@ def check_library_binding(manifest: Any, predicate: dict[str, Any]) -> str:
     library sha256, and its ``sources_sha256`` is the one computed from the manifest's pinned
     ``tree_sha256`` and the recorded build file hash. Returns ``bound``, ``unbound (legacy
     evidence)`` (a side of such a family whose evidence predates the fields: nothing binds
-    its library) or ``not applicable`` (no such side)."""
+    its library), ``unbound (no library loaded)`` (a side whose child, of the binding, ran no
+    case) or ``not applicable`` (no such side). Any side's unbound state is the bundle's."""
     states = []
     for side in SIDES:
         applies, found = _libraries(side, predicate["kernel_path"][side])
         if not applies:
+            continue
+        evidence = predicate["kernel_path"][side]
+        if not found and "isolation" in evidence:  # a child of the binding that ran no case
+            states.append(LIBRARY_NOT_LOADED)
             continue
         if not found or all(lib is None or (isinstance(lib, dict)
                                             and "sources_sha256" not in lib)
@@ -334,4 +340,4 @@ def check_library_binding(manifest: Any, predicate: dict[str, Any]) -> str:
         states.append(LIBRARY_BOUND)
     if not states:
         return LIBRARY_NONE
-    return LIBRARY_LEGACY if LIBRARY_LEGACY in states else LIBRARY_BOUND
+    return next((state for state in states if state != LIBRARY_BOUND), LIBRARY_BOUND)

@@ -122,3 +122,23 @@ def test_a_family_without_a_built_library_is_not_applicable(tmp_path: Path,
         "not applicable"
     assert main(["verify", str(out), "--pubkey", str(synthetic.SIGNING_PUB)]) == 0
     assert "kernel library" not in capsys.readouterr().out
+
+
+
+def test_a_side_of_the_binding_that_loaded_no_library_is_unbound():
+    """A child of the binding (its evidence says what its isolation checked) that stopped
+    before its first case bound no library: never reported as bound, nor as legacy."""
+    from harness.core.manifest import parse_manifest
+    from harness.core.verify_bindings import check_library_binding
+
+    manifest = parse_manifest(fixture.manifest_bytes(synthetic.MANIFEST_V3))
+    stopped = {"family": "flashinfer", "isolation": {}, "cases": []}
+    bound = {"family": "flashinfer", "cases": [{"id": "c", "split": {"jit_library":
+                                                                      _library()}}]}
+    assert check_library_binding(manifest, {"kernel_path": {
+        "stock": stopped, "patched": bound}}) == "unbound (no library loaded)"
+    assert check_library_binding(manifest, {"kernel_path": {
+        "stock": bound, "patched": bound}}) == "bound"
+    assert check_library_binding(manifest, {"kernel_path": {
+        "stock": None, "patched": {"status": "kernel_crash", "reason": "x"}}}) == \
+        "not applicable"
