@@ -22,8 +22,12 @@ sizes it may inflate to are known from the manifest):
     flag is what both sides' evidence proves);
  7. the harness code digest against this verifier's own code (reported; fatal if strict);
  8. case by case: the captured inputs and outputs are read (stored sha256), decoded with
-    the declared size as a hard cap (raw sha256), and the oracle and the gate rerun on
-    them; identical per-row results and the same verdict; only one case is held at a time;
+    the declared size as a hard cap (raw sha256), checked against what the manifest fixes
+    and, for every side judged "ok", every output row a masked copy of its input row
+    (kept-value integrity: bindings of every bundle, whatever rule set judges it), and the
+    oracle and the gate rerun on them by the rule set the receipt names (``require_rules``:
+    one the caller accepts); identical per-row results and the same verdict; only one case
+    is held at a time;
  9. ``report.md`` is byte for byte what the report generator makes from the verified data.
 
 Every failure is a :class:`~harness.core.errors.VerificationError` (one line, exit 4);
