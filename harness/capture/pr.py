@@ -60,7 +60,13 @@ from ..core.terminal import printable
 from . import families
 from .bundle_writer import write_bundle
 from .cases import write_cases
-from .kernels.runner import DEFAULT_NUM_SM, SideResult, _check_outputs, run_side
+from .kernels.runner import (
+    DEFAULT_NUM_SM,
+    SideResult,
+    _check_outputs,
+    _kill_live_groups,
+    run_side,
+)
 from .private_tree import PrivateTree
 from .run import (
     RunOptions,
@@ -77,7 +83,7 @@ from .sources import MAX_PATCH_BYTES, Side
 
 # The newest PR matrix of each backend: the one constant to change when a new version is
 # frozen (harness/data/matrices/). Its rule set is the one the matrix predeclares.
-NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v3", "interpreter": "pr-interpreter-v2"}
+NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v2"}
 # The families whose rows the PR matrices hold (vLLM's Triton split pipeline and its
 # one-kernel paths). Another family's change needs a matrix of its own (--matrix FILE).
 PR_FAMILIES = (families.DEFAULT,)
@@ -427,7 +433,11 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
     with _CaseProgress(layout, [work / "out" / n for n in running], say, note), \
             ThreadPoolExecutor(max_workers=len(running)) as pool:
         futures = {name: pool.submit(one, name) for name in running}
-        results = {name: future.result() for name, future in futures.items()}
+        try:
+            results = {name: future.result() for name, future in futures.items()}
+        except BaseException:  # SIGTERM or ^C: the children go now, so the pool's threads
+            _kill_live_groups()  # return instead of waiting out their timeout
+            raise
     if reused is not None:
         results[SIDES[0]] = reused
     for name, result in results.items():

@@ -78,12 +78,16 @@ def _say(message: str) -> None:
     print(f"topp-gate pr: {message}", file=sys.stderr, flush=True)
 
 
+def _rows(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
 def render(answer: Any) -> list[str]:
     """The answer's lines (stdout): verdict, broken rows, base defects touched, base, bundle."""
     broken = answer.broken
-    head = (f"{answer.verdict}: the change broke {len(broken)} of {answer.rows} rows"
+    head = (f"{answer.verdict}: the change broke {len(broken)} of {_rows(answer.rows)}"
             if answer.verdict != "PASS" else
-            f"PASS: the change broke none of {answer.rows} rows")
+            f"PASS: the change broke none of {_rows(answer.rows)}")
     lines = [f"{head} (matrix {printable(answer.matrix)}, rules {printable(answer.rules)})"]
     if broken:
         lines.append("rows the change broke (case[row]  reasons  dispatch path):")
@@ -92,7 +96,7 @@ def render(answer: Any) -> list[str]:
     if answer.run_stops:
         lines.append(f"run stops: {printable(', '.join(answer.run_stops))}")
     touched = answer.touched
-    lines.append(f"base defects: {answer.base_defects} rows the base already fails; the "
+    lines.append(f"base defects: {_rows(answer.base_defects)} the base already fails; the "
                  f"change altered {len(touched)} of them" + (":" if touched else ""))
     lines += [f"  {printable(t.row)}  base: {printable(','.join(t.base_faults))}; change: "
               f"{printable(','.join(t.change_faults) or 'no fault')}" for t in touched]
