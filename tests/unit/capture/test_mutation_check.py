@@ -279,6 +279,11 @@ def test_the_markdown_escaper_keeps_a_forged_row_inside_its_cell():
     assert "|" not in cell.replace("\\|", "") and "<" not in cell
     assert markdown_code("pr-cuda-v3") == "`pr-cuda-v3`"
     assert markdown_code("a`b|c") == markdown_cell("a`b|c") == "a\\`b\\|c"
+    # one escaper: the same text as the signed reports' (report/v2) evidence strings
+    from harness.core.report import markdown_text
+
+    for text in (forged, "split_slices", "_x_ *y* [z](u) #1 ~a~ !b & \\", "0.33.0 vs 0.33.0"):
+        assert markdown_cell(text) == markdown_text(text)
 
 
 # --- each forged claim alone ---------------------------------------------------------------
