@@ -64,6 +64,7 @@ from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.names import FORCED, ORDINARY, SIDES  # noqa: E402
 from harness.core.report import ReportInputs, device_name, summarize  # noqa: E402
+from harness.core.terminal import markdown_cell, markdown_code  # noqa: E402
 from harness.core.verify import UnsafeBundleView, open_bundle  # noqa: E402
 from harness.diagnostics.exact_report import (  # noqa: E402
     exact_keeps,
@@ -131,11 +132,12 @@ def load_bundle(path: Path, public_key: Ed25519PublicKey) -> Bundle:
 
 def _backend(bundle: Bundle, summary: Mapping[str, Any]) -> str:
     devices = sorted({device_name(ev) for ev in bundle.inputs.evidence.values()} - {""})
-    named = ", ".join(devices)
+    named = ", ".join(markdown_cell(d) for d in devices)
     if summary["interpreter"]:
         recorded = f"; device recorded: {named}" if devices else ""
         return f"Triton's interpreter on the CPU (not GPU evidence){recorded}"
-    return f"{bundle.inputs.backend} on {named}" if devices else bundle.inputs.backend
+    backend = markdown_cell(bundle.inputs.backend)
+    return f"{backend} on {named}" if devices else backend
 
 
 def _forced_line(summary: Mapping[str, Any]) -> str:
@@ -144,7 +146,7 @@ def _forced_line(summary: Mapping[str, Any]) -> str:
         return "- Forced rows: none in this matrix."
     by_value: dict[str, list[int]] = {}
     for g in groups:
-        lost_held = by_value.setdefault(g["value"], [0, 0, 0])
+        lost_held = by_value.setdefault(markdown_cell(g["value"]), [0, 0, 0])
         lost_held[0] += g["stock_lost_forced"]
         lost_held[1] += g["patched_held"]
         lost_held[2] += g["rows"]
@@ -211,10 +213,12 @@ def _exact_lines(records: Sequence[Mapping[str, Any]]) -> list[str]:
 def bundle_section(bundle: Bundle, bundles_dir: Path,
                    exact: Sequence[Mapping[str, Any]] | None = None) -> list[str]:
     s = summarize(bundle.inputs)
-    reasons = ", ".join(f"`{r}`" for r in s["reasons"]) or "none"
+    reasons = ", ".join(markdown_code(r) for r in s["reasons"]) or "none"
     return [
-        f"### {s['manifest']} (`{bundles_dir.as_posix()}/{bundle.name}/`)", "",
-        f"- Verdict: **{s['verdict']}** over {s['rows']} rows ({s['rows_stopped']} stopped); "
+        f"### {markdown_cell(s['manifest'])} "
+        f"({markdown_code(f'{bundles_dir.as_posix()}/{bundle.name}/')})", "",
+        f"- Verdict: **{markdown_cell(s['verdict'])}** over {s['rows']} rows "
+        f"({s['rows_stopped']} stopped); "
         f"stop reasons: {reasons}.",
         f"- Backend: {_backend(bundle, s)}.",
         _forced_line(s), *_envelope_lines(s), _diagnostic_line(s),
@@ -358,7 +362,7 @@ def _match_lines(matches: Sequence[RowMatch]) -> list[str]:
         line = (f"- {side}: output bytes identical on {same_bytes} of {n}, kept set equal on "
                 f"{same_set} of {n}, kept count equal on {same_count} of {n} "
                 f"(kept counts CUDA/interpreter seen: {shown}{more}).")
-        differ = [f"{m.case}[{m.row}] {s.kept_cuda}/{s.kept_interpreter}"
+        differ = [f"{markdown_cell(m.case)}[{m.row}] {s.kept_cuda}/{s.kept_interpreter}"
                   for m, s in pairs if s.kept_cuda != s.kept_interpreter]
         if differ:
             line = line[:-1] + "; counts differ on " + ", ".join(differ[:10]) + (
@@ -371,11 +375,12 @@ def compare_section(cuda: Bundle, interp: Bundle) -> list[str]:
     """How CUDA and interpreter outputs compare on the rows both bundles hold with
     identical captured bytes."""
     matches = shared_rows(cuda, interp)
-    title = f"### CUDA (`{cuda.name}`) against the interpreter (`{interp.name}`)"
+    title = (f"### CUDA ({markdown_code(cuda.name)}) against the interpreter "
+             f"({markdown_code(interp.name)})")
     if not matches:
         return [title, "", "- No shared rows: no row is in both bundles with the same case id, "
                 "label and identical captured logits and p bytes.", ""]
-    cases = sorted({m.case for m in matches})
+    cases = sorted({markdown_cell(m.case) for m in matches})
     return [title, "",
             f"- {len(matches)} shared row(s): same case id and label and identical captured "
             f"logits and p bytes ({', '.join(cases)}; CUDA rows "
@@ -390,8 +395,9 @@ def comparison_file_section(path: Path, display: Path) -> list[str]:
         return []
     comparison = load_comparison(path)
     matches = comparison.rows
-    cases = sorted({m.case for m in matches})
-    lines = [f"### CUDA (`{comparison.bundle}`) against the interpreter on the same captured "
+    cases = sorted({markdown_cell(m.case) for m in matches})
+    lines = [f"### CUDA ({markdown_code(comparison.bundle)}) against the interpreter on the "
+             "same captured "
              f"bytes (`{display.as_posix()}`)", "",
              f"- {len(matches)} row(s) of {len(cases)} case(s) compared"
              + (f" ({', '.join(cases[:8])}{', ...' if len(cases) > 8 else ''})" if cases
@@ -404,7 +410,7 @@ def comparison_file_section(path: Path, display: Path) -> list[str]:
         lines += _match_lines(matches)
     if comparison.problems:
         lines.append(f"- Not compared ({len(comparison.problems)}): "
-                     + "; ".join(comparison.problems) + ".")
+                     + "; ".join(markdown_cell(p) for p in comparison.problems) + ".")
     return lines + [""]
 
 
