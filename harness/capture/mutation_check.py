@@ -52,7 +52,10 @@ SAID_BY = "mutation summary"
 BASE_ID = "base"
 _SUMMARY_ID = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
 _SUMMARY_PATH = re.compile(r"(?:bundles|mutants)/[a-z0-9][a-z0-9.-]{0,63}(?:\.diff)?")
-_FROZEN_PATH = re.compile(r"evidence/manifests/pr/([a-z0-9][a-z0-9.-]{0,63})\.json")
+# the frozen PR manifest as a run records it: relative to the repository it ran in, or an
+# absolute path ending so; only that tail is ever looked up, and only under the repository
+_FROZEN_PATH = re.compile(r"(?:/(?:[^\x00]*/)?)?(evidence/manifests/pr/[a-z0-9][a-z0-9.-]{0,63}"
+                          r"\.json)")
 _NEG_INF = 0xFF800000  # float32 -inf, as a little-endian uint32
 
 
@@ -105,23 +108,25 @@ def frozen_pr_manifest(shown: Any, roots: Sequence[Path]) -> tuple[Path, bytes]:
     from ..core.digest import parse_sha256sum_line
     from ..core.safeio import read_regular_file
 
-    if not isinstance(shown, str) or not _FROZEN_PATH.fullmatch(shown):
+    match = _FROZEN_PATH.fullmatch(shown) if isinstance(shown, str) else None
+    if match is None:
         raise MalformedEvidenceError(f"mutation summary names the frozen manifest {shown!r} "
                                      "(expected evidence/manifests/pr/NAME.json)")
+    tail = match.group(1)
     for root in roots:
-        path = root / shown
+        path = root / tail
         sibling = path.with_name(path.name + ".sha256")
         if not (path.is_file() and sibling.is_file()):
             continue
-        with wrap_as(MalformedEvidenceError, f"frozen manifest {shown}: "):
+        with wrap_as(MalformedEvidenceError, f"frozen manifest {tail}: "):
             raw = read_regular_file(path, "frozen manifest", MAX_SUMMARY_BYTES)
             line = parse_sha256sum_line(read_regular_file(
                 sibling, "frozen manifest hash", 4096).decode("utf-8", "replace"))
         if line is None or line[0] != sha256_hex(raw):
-            raise MalformedEvidenceError(f"frozen manifest {shown} does not match its "
+            raise MalformedEvidenceError(f"frozen manifest {tail} does not match its "
                                          f"committed {path.name}.sha256")
         return path, raw
-    raise MalformedEvidenceError(f"the frozen manifest {shown} is not in the repository "
+    raise MalformedEvidenceError(f"the frozen manifest {tail} is not in the repository "
                                  "(a mutation folder never supplies its own)")
 
 

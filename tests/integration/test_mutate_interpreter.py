@@ -43,10 +43,13 @@ def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
         pytest.skip("vLLM 0.33.0 is not in the topp-gate cache")
     matrix = tmp_path / "tiny.json"
     matrix.write_text(json.dumps(TINY), encoding="utf-8")
-    pin = tmp_path / "pins" / "vllm-0.33.0.json"
-    pin.parent.mkdir()
+    # the frozen PR manifest where a repository keeps it: check_summary reads it from the
+    # repository it is given (roots), never from the mutation folder
+    repo = tmp_path / "repo"
+    pin = repo / "evidence" / "pins" / "vllm-0.33.0.json"
+    pin.parent.mkdir(parents=True)
     shutil.copy(REPO / "evidence" / "pins" / "vllm-0.33.0.json", pin)
-    manifest = tmp_path / "m" / "tiny-pr.json"
+    manifest = repo / "evidence" / "manifests" / "pr" / "tiny-pr.json"
     assert main(["manifest", "new", "--stock", str(pin), "--patched", str(pin),
                  "--matrix", str(matrix), "--out", str(manifest)]) == 0
     key = tmp_path / "k.key"
@@ -58,7 +61,7 @@ def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
                  "--only", "drop-dup-mask,obo-split-count"])
     assert code == 0
     public = load_public_key(KEYS / "test-only-signing.pub")
-    summary = check_summary(out, public)
+    summary = check_summary(out, public, roots=(repo,))
     assert summary["base_passes"] is True
     by_id = {m["id"]: m for m in summary["mutants"]}
     assert by_id["drop-dup-mask"]["killed"] is True  # all 8 tied tokens kept
@@ -72,4 +75,4 @@ def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
     assert all(by_id[s]["killed"] is False for s in survivors)
     (out / "mutation.json").write_bytes((out / "mutation.json").read_bytes() + b" ")
     with pytest.raises(HarnessError):
-        check_summary(out, public)
+        check_summary(out, public, roots=(repo,))

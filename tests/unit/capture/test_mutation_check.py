@@ -379,3 +379,17 @@ def test_the_checker_verifies_what_it_was_given(honest):
     reason than the forgery each test makes)."""
     repo, out, _ = honest
     verify_bundle(out / "bundles" / "base", PUB, frozen_manifest=repo / FROZEN, workers=1)
+
+
+def test_an_absolute_frozen_manifest_path_is_looked_up_by_its_tail_in_the_repository(
+        tmp_path, honest):
+    """A run started with an absolute --manifest records that path; only its
+    ``evidence/manifests/pr/NAME.json`` tail is read, under the repository given."""
+    repo = honest[0]
+    def change(s: dict[str, Any], _folder: Path) -> None:
+        s["base"]["manifest"]["path"] = str(tmp_path / "elsewhere" / FROZEN)
+    folder = _forged(tmp_path, honest, change)
+    assert check_summary(folder, PUB, roots=(repo,))["survivors"] == ["drop-keep-max"]
+    def climb(s: dict[str, Any], _folder: Path) -> None:
+        s["base"]["manifest"]["path"] = "../" + FROZEN
+    _refused(_forged(tmp_path / "up", honest, climb), repo, "frozen manifest")
