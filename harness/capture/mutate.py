@@ -215,7 +215,8 @@ def _judged(name: str, options: Options, public_key: Any, manifest: Path) -> dic
     if not bundle.is_dir():
         return {"bundle": None, "verified": False, "error": "no bundle was written"}
     try:
-        verified = verify_bundle(bundle, public_key, frozen_manifest=manifest, workers=1)
+        # two worker processes: the rerun leaves the thread (and its GIL) to the others
+        verified = verify_bundle(bundle, public_key, frozen_manifest=manifest, workers=2)
     except HarnessError as err:
         return {"bundle": _rel(bundle, options.out), "verified": False, "error": str(err)}
     view = open_bundle(bundle, public_key)
@@ -264,17 +265,12 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
         jobs.append((mutation.id, mpath, diff_path, mutation))
     say(f"{len(jobs) - 1} mutants and the base, {options.jobs} runs at once")
 
-    def one(job: tuple[str, Path, Path | None, Mutation | None]) -> tuple[str, int]:
-        name, mpath, patch, _ = job
+    def one(job: tuple[str, Path, Path | None, Mutation | None]) -> dict[str, Any]:
+        # run, then verify at once: each bundle is verified while other runs go on (the
+        # oracle rerun in worker processes, so the verifications of several threads overlap)
+        name, mpath, patch, mutant = job
         code = _run_one(name, mpath, patch, options, options.out / "logs" / f"{name}.log")
-        say(f"{name}: run exit {code}")
-        return name, code
-
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        codes = dict(pool.map(one, jobs))
-    entries = []
-    for name, mpath, patch, mutant in jobs:
-        entry: dict[str, Any] = {"id": name, "run_exit": codes[name],
+        entry: dict[str, Any] = {"id": name, "run_exit": code,
                                  "manifest": _manifest_ref(mpath, options.out)}
         if mutant is not None and patch is not None:
             diff = patch.read_bytes()
@@ -282,7 +278,13 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
                           "diff": _rel(patch, options.out), "diff_sha256": sha256_hex(diff),
                           "diff_lines": _changed_lines(diff)})
         entry.update(_judged(name, options, public_key, mpath))
-        entries.append(entry)
+        say(f"{name}: run exit {code}, "
+            + (f"verified {entry['verdict']['verdict']}" if entry.get("verified")
+               else "not verified"))
+        return entry
+
+    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+        entries = list(pool.map(one, jobs))  # in job order, whatever order they finish
     summary = summarize(entries, manifest, options)
     raw = (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode("utf-8")
     (options.out / "mutation.json").write_bytes(raw)
