@@ -83,7 +83,7 @@ from .sources import MAX_PATCH_BYTES, Side
 
 # The newest PR matrix of each backend: the one constant to change when a new version is
 # frozen (harness/data/matrices/). Its rule set is the one the matrix predeclares.
-NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v2"}
+NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4"}
 # The families whose rows the PR matrices hold (vLLM's Triton split pipeline and its
 # one-kernel paths). Another family's change needs a matrix of its own (--matrix FILE).
 PR_FAMILIES = (families.DEFAULT,)

@@ -1,7 +1,8 @@
 """``topp-gate pr``, driven in-process on Triton's interpreter.
 
-The matrix is two cases of ``pr-interpreter-v2`` (``traffic-near-uniform-v2048``, the case
-on which the interpreter mutation run killed ``cmp-keep-ge``, and two ordinary rows), kept
+The matrix is the newest interpreter PR matrix (``NEWEST_PR_MATRIX``) cut to its
+``traffic-near-uniform-v2048`` case (where the interpreter mutation run on
+``pr-interpreter-v2`` killed ``cmp-keep-ge``) and two ordinary rows, with its rule set, kept
 small for CI with ``--matrix FILE``. A harmful diff (``prob > pivot`` flipped to ``>=``,
 the catalogue's ``cmp-keep-ge``) STOPs and the answer names the row it broke; a harmless
 diff (a comment) PASSes on the second run, which reuses the first run's verified base side
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.capture.pinfile import load_pin_file
+from harness.capture.pr import NEWEST_PR_MATRIX
 from harness.capture.sources import cache_root, resolve_tree
 from harness.cli import main
 
@@ -46,12 +48,13 @@ def _diff(tmp_path: Path, name: str, old: str, new: str) -> Path:
 
 
 def _small_matrix(tmp_path: Path) -> Path:
-    packaged = json.loads((ROOT / "harness/data/matrices/pr-interpreter-v2.json").read_bytes())
+    newest = NEWEST_PR_MATRIX["interpreter"]
+    packaged = json.loads((ROOT / f"harness/data/matrices/{newest}.json").read_bytes())
     cases = [c for c in packaged["cases"] if c["id"] == "traffic-near-uniform-v2048"]
     cases.append({"id": "ordinary-s42-b2-v1024", "kind": "ordinary", "seed": 42, "batch": 2,
                   "vocab": 1024})
     matrix = {key: packaged[key] for key in ("schema", "rules", "backend", "limits")}
-    matrix["description"] = "pr test: pr-interpreter-v2's near-uniform case, 2 ordinary rows"
+    matrix["description"] = f"pr test: {newest}'s near-uniform case, 2 ordinary rows"
     matrix["cases"] = cases
     path = tmp_path / "small-pr.json"
     path.write_text(json.dumps(matrix, indent=1), encoding="utf-8")
@@ -142,17 +145,17 @@ def test_a_harmful_diff_stops_and_a_harmless_one_passes_reusing_the_base(
     first = tmp_path / "first"
     assert _pr(tmp_path, signing_key, first, "--patch", str(harmful)) == 1
     out, err = capsys.readouterr()
-    assert out.startswith("STOP: the change broke 1 of 4 rows")
-    assert "  traffic-near-uniform-v2048[0]  symdiff_growth  split\n" in out
+    stopped = [r for r in _predicate(first / "bundle")["rows"] if r["stops"]]
+    assert out.startswith(f"STOP: the change broke {len(stopped)} of 4 rows")
+    assert "traffic-near-uniform-v2048[0]" in {f"{r['case']}[{r['row']}]" for r in stopped}
+    for r in stopped:  # every broken row by case[row], reasons and dispatch path
+        assert f"  {r['case']}[{r['row']}]  {','.join(r['stops'])}  split\n" in out
     assert "base: ran; its verified side is kept" in out
     assert f"bundle: {first / 'bundle'} (verified" in out
     assert "stock and patched on interpreter at once" in err
     assert "case 1/2 traffic-near-uniform-v2048: done\n" in err  # per case, not per side
     assert {p.name for p in first.iterdir()} == {"pins", "change.diff", "pr.json",
                                                  "pr.json.sha256", "bundle"}
-    stopped = [r for r in _predicate(first / "bundle")["rows"] if r["stops"]]
-    assert [(r["case"], r["row"], r["stops"]) for r in stopped] == \
-        [("traffic-near-uniform-v2048", 0, ["symdiff_growth"])]
     assert main(["verify", str(first / "bundle"), "--pubkey", str(PUB),
                  "--frozen-manifest", str(first / "pr.json")]) == 1  # a verified STOP
     capsys.readouterr()
