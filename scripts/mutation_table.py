@@ -55,8 +55,9 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
              "|---|---|---|---|---|---|---|"]
     for folder, key in zip(folders, keys, strict=True):
         with mutation_folder(folder) as opened:
-            s = check_summary(opened, key, roots=(REPO,), progress=lambda line: print(
-                f"mutation_table: {printable(line)}", file=sys.stderr, flush=True))
+            s = check_summary(opened, key, roots=(REPO,), workers=None,  # every usable CPU
+                              progress=lambda line: print(f"mutation_table: {printable(line)}",
+                                                          file=sys.stderr, flush=True))
             survivors = _survivors(opened, s, key)
         g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
         base = "PASS" if s["base_passes"] else "STOP"

@@ -432,9 +432,10 @@ def summary_id(shown: Any) -> str:
 
 
 def check_summary(folder: Path, public_key: Any, *, roots: Sequence[Path] = (),
-                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                  progress: Callable[[str], None] | None = None,
+                  workers: int | None = 1) -> dict[str, Any]:
     """Re-export of :func:`harness.capture.mutation_check.check_summary`: the signature,
     every bundle, and every claim of the summary recomputed from them."""
     from .mutation_check import check_summary as check
 
-    return check(folder, public_key, roots=roots, progress=progress)
+    return check(folder, public_key, roots=roots, progress=progress, workers=workers)

@@ -260,10 +260,12 @@ class _View:
 
 
 def check_summary(folder: Path, public_key: Any, *, roots: Sequence[Path] = (),
-                  progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                  progress: Callable[[str], None] | None = None,
+                  workers: int | None = 1) -> dict[str, Any]:
     """Re-verify a mutation folder and recompute every claim of its signed summary (see the
     module's docstring). Returns the summary. ``roots``: the repositories the frozen PR
-    manifest may come from; ``progress``: called with one line per verified bundle."""
+    manifest may come from; ``progress``: called with one line per verified bundle;
+    ``workers``: oracle-rerun processes per bundle (None: every usable CPU)."""
     from ..core.safeio import read_regular_file
 
     # an unreadable summary or envelope (missing, a FIFO, too large): a UsageError, as before
@@ -275,7 +277,7 @@ def check_summary(folder: Path, public_key: Any, *, roots: Sequence[Path] = (),
                  failing_closed="checking a mutation summary"):
         summary = _read_summary(envelope, written, public_key)
         return _check(folder, summary, public_key, tuple(roots),
-                      progress or (lambda _line: None))
+                      progress or (lambda _line: None), workers)
 
 
 def _read_summary(envelope: bytes, written: bytes, public_key: Any) -> dict[str, Any]:
@@ -300,7 +302,7 @@ def _read_summary(envelope: bytes, written: bytes, public_key: Any) -> dict[str,
 
 
 def _check(folder: Path, summary: dict[str, Any], public_key: Any, roots: tuple[Path, ...],
-           progress: Callable[[str], None]) -> dict[str, Any]:
+           progress: Callable[[str], None], workers: int | None) -> dict[str, Any]:
     from ..core.manifest import load_manifest
 
     catalogue = catalogue_entries(summary.get("catalogue"))
@@ -339,7 +341,7 @@ def _check(folder: Path, summary: dict[str, Any], public_key: Any, roots: tuple[
         _differ(f"entry {eid} manifest", entry.get("manifest"),
                 {"path": base["manifest"]["path"] if eid == BASE_ID
                  else f"manifests/{eid}.json", "sha256": sha256_hex(manifest_raw)})
-        view, verified = _verified(folder, eid, entry, public_key, manifest_path)
+        view, verified = _verified(folder, eid, entry, public_key, manifest_path, workers)
         _once(seen["payload"], "signed bundle payload", verified.payload_sha256)
         progress(f"{folder.name}: {eid} verified ({number + 1} of {len(entries)}, "
                  f"{verified.verdict['verdict']})")
@@ -419,12 +421,13 @@ def _mutant_manifest(folder: Path, eid: str, entry: dict[str, Any],
 
 
 def _verified(folder: Path, eid: str, entry: dict[str, Any], public_key: Any,
-              manifest: Path) -> tuple[_View, Any]:
+              manifest: Path, workers: int | None) -> tuple[_View, Any]:
     from ..core.verify import open_bundle, verify_bundle
 
     bundle = summary_path(folder, entry["bundle"])
     with wrap_as(MalformedEvidenceError, f"bundle {entry['bundle']}: "):
-        verified = verify_bundle(bundle, public_key, frozen_manifest=manifest, workers=1)
+        verified = verify_bundle(bundle, public_key, frozen_manifest=manifest,
+                                 workers=workers)
     view = open_bundle(bundle, public_key)
     _differ(f"bundle {entry['bundle']} payload (read twice)", view.payload_sha256,
             verified.payload_sha256)
