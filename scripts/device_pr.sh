@@ -36,7 +36,7 @@ log=$OUT/pr.log
     started=$(date +%s)
     python3 -m harness pr evidence/pins/vllm-0.33.0.json --patch "$work/$change.diff" \
       --backend cuda --key "$KEY" --out "$work/results/pr-$change" --sources "$work/trees" \
-      --cache "$work/cache"
+      --cache "$work/cache" --workers 12
     echo "exit $? after $(( $(date +%s) - started )) s"
   done
 } > "$log" 2>&1

@@ -196,8 +196,8 @@ def _check_pins_found(manifest: Any, out: Path) -> None:
                              "that repository, or run manifest new from inside it")
 
 
-def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
-                cache: Path) -> tuple[dict[str, Any], bytes | None]:
+def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path,
+                sources: Path | None = None) -> tuple[dict[str, Any], bytes | None]:
     """A side's manifest entry, and its kernel source when it was read (to guess paths)."""
     family = families.get(pin.family)
     if spec.dispatch is not None and spec.dispatch not in family.dispatch_paths:
@@ -214,7 +214,7 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path,
     if spec.dispatch is None or spec.patch is not None:  # the family guesses from the source
         side = pin.side("stock")
         try:
-            tree = resolve_tree(side, cache=cache)
+            tree = resolve_tree(side, cache=cache, sources=sources)
         except Exception as err:  # noqa: BLE001 - one line, whatever the cache says
             raise UsageError(f"{spec.pin}: its tree is not in the cache ({err}); run "
                              "'topp-gate sources pin' on this machine, or give the path "
@@ -237,8 +237,11 @@ def _what(entry: dict[str, Any]) -> str:
 
 
 def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
-                 cache: Path | None = None, rules: str | None = None) -> Path:
-    """Write ``out`` and ``out.sha256``; refuse to overwrite either. Returns ``out``."""
+                 cache: Path | None = None, rules: str | None = None,
+                 sources: Path | None = None) -> Path:
+    """Write ``out`` and ``out.sha256``; refuse to overwrite either. Returns ``out``.
+    ``sources``: an export (``topp-gate sources export``) to read the pinned trees from
+    instead of the cache, on a machine with no network."""
     frozen = out.with_name(out.name + FROZEN_SUFFIX)
     for path in (out, frozen):
         if os.path.lexists(path):
@@ -259,7 +262,8 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
     cases = json.loads(json.dumps(matrix["cases"]))  # the matrix's cases, paths added
     for name in SIDES:
         spec = sides[name]
-        entries[name], kernel = _side_entry(spec, load_pin_file(spec.pin), out.parent, root)
+        entries[name], kernel = _side_entry(spec, load_pin_file(spec.pin), out.parent, root,
+                                              sources)
         if kernel is not None:
             case_paths(cases, name, families.get(entries[name]["family"]), kernel,
                        entries[name]["dispatch"])

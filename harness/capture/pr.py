@@ -188,14 +188,18 @@ def pin_spec(spec: str, dest: Path, cache: Path | None, say: Say) -> Path:
     return pin(spec, dest, cache=cache).path
 
 
-def ensure_tree(pin_path: Path, cache: Path | None, say: Say) -> None:
+def ensure_tree(pin_path: Path, cache: Path | None, say: Say,
+                sources: Path | None = None) -> None:
     """The pinned tree in the cache (a pinned wheel fetched and verified when missing), so
     ``manifest new`` can read the kernel; a tree pin whose tree is absent is refused later
-    by name."""
+    by name. With ``sources`` (an export, no network) nothing is fetched: the tree is read
+    from there, and a missing one is refused by name when it is read."""
     from .pinfile import WHEEL, load_pin_file
     from .sources import cache_root, fetch_wheel, resolve_tree, verified_wheel
 
     side = load_pin_file(pin_path).side("stock")
+    if sources is not None:
+        return
     root = cache_root(cache)
     if not (root / "trees" / side.digest).exists() and side.origin is not None \
             and side.origin.get("kind") == WHEEL and verified_wheel(side, root) is None:
@@ -613,7 +617,7 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
         check_family(base_pin, change_pin, options.matrix)
         for pinned in (base_pin, change_pin):
             if pinned is not None:
-                ensure_tree(pinned, options.cache, say)
+                ensure_tree(pinned, options.cache, say, options.sources)
         patch = None
         if patch_bytes is not None:
             patch = out / "change.diff"
@@ -621,7 +625,8 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
         manifest_path = new_manifest(
             {SIDES[0]: SideSpec(base_pin),
              SIDES[1]: SideSpec(change_pin or base_pin, patch=patch)},
-            matrix, out / "pr.json", cache=options.cache, rules=matrix_rules(matrix, backend))
+            matrix, out / "pr.json", cache=options.cache, rules=matrix_rules(matrix, backend),
+            sources=options.sources)
         say(f"frozen {printable(manifest_path)} from matrix {printable(matrix)}")
         written = run_bundle(manifest_path, bundle, private_key, options, patch, store, say)
     except BaseException:
