@@ -21,6 +21,7 @@ set -uo pipefail
 JOBS=${JOBS:-10}
 MATRIX=${MATRIX:-pr-cuda-v4}
 CATALOGUE=${CATALOGUE:-topp-gate/mutants/v2}
+ONLY=${ONLY:-}  # a comma-separated subset of the catalogue (mutate --only), or all of it
 # the call waits for mutate until DEADLINE (epoch seconds; default 540 s from now), so the log
 # (and whatever it wrote) always comes back within the call's 600 s
 DEADLINE=${DEADLINE:-$(( $(date +%s) + 540 ))}
@@ -42,10 +43,11 @@ if [ -z "${FINISH:-}" ]; then
     started=$(date +%s)
     python3 -m harness mutate --manifest "evidence/manifests/pr/$0.json" --backend cuda \
       --catalogue "$1" --out "$2/$0-mutation" --key "$3" --sources "$2/cache/trees" \
-      --jobs "$4" --run-timeout "$5" --vllm-sampler .carry/topk_topp_sampler.py
+      --jobs "$4" --run-timeout "$5" --vllm-sampler .carry/topk_topp_sampler.py \
+      ${6:+--only "$6"}
     echo "mutate rc=$?"
     echo "== mutation took $(( $(date +%s) - started )) s"
-    touch "$2/done"' "$MATRIX" "$CATALOGUE" "$work" "$KEY" "$JOBS" "${RUN_TIMEOUT:-480}" \
+    touch "$2/done"' "$MATRIX" "$CATALOGUE" "$work" "$KEY" "$JOBS" "${RUN_TIMEOUT:-480}" "$ONLY" \
     >> "$work/mutate.log" 2>&1 < /dev/null &
 fi
 while [ ! -e "$work/done" ] && [ "$(date +%s)" -lt "$DEADLINE" ]; do sleep 5; done
