@@ -49,6 +49,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from . import gate
@@ -108,19 +109,41 @@ def _regression_stops(base: list[str], change: list[str], base_symdiff: int,
     return stops
 
 
-def judge(data: Any) -> dict[str, Any]:
-    """One row (a :class:`harness.core.rulesets.RowInput`) by ``regression/v1``."""
-    row, oracle = data.row, data.oracle
+@dataclass
+class PairedRow:
+    """What every regression rule set reads first of a row (its judge goes on from here):
+    the row header with both sides' summaries, the certified oracle (None when ambiguous),
+    the fail-closed stops so far, each side's mask and whether each side proved the split
+    path."""
+
+    result: dict[str, Any]
+    certified: Certified | None
+    stops: list[str]
+    masks: dict[str, Any]
+    splits: dict[str, bool]
+
+
+def paired_row(data: Any) -> PairedRow:
+    """The shared first phase of ``regression/v1`` and ``regression/v2`` on one row."""
     splits = dict(zip(("stock", "patched"),
                       data.split_sides if data.split_sides is not None
                       else (data.split_path, data.split_path), strict=True))
     result = row_head(data)
-    certified = oracle if isinstance(oracle, Certified) else None
+    certified = data.oracle if isinstance(data.oracle, Certified) else None
     stops: list[str] = [] if certified is not None else ["oracle_boundary_ambiguous"]
     sides = read_sides(data, certified)
     masks: dict[str, Any] = {name: side.mask for name, side in sides.items()}
     stops.extend(side.status for side in sides.values() if side.mask is None)
     result.update({name: side.summary for name, side in sides.items()})
+    return PairedRow(result, certified, stops, masks, splits)
+
+
+def judge(data: Any) -> dict[str, Any]:
+    """One row (a :class:`harness.core.rulesets.RowInput`) by ``regression/v1``."""
+    row = data.row
+    paired = paired_row(data)
+    result, certified, stops = paired.result, paired.certified, paired.stops
+    masks, splits = paired.masks, paired.splits
     diagnostics: dict[str, Any] = {}
     changed = {}
     for name, mask in masks.items():

@@ -57,8 +57,7 @@ from .f32 import hexf
 from .integrity import changed_values
 from .names import FORCED
 from .oracle import Certified
-from .regression_rules import SYMDIFF_GROWTH, base_defects, side_faults
-from .rule_rows import read_sides, row_head
+from .regression_rules import SYMDIFF_GROWTH, base_defects, paired_row, side_faults
 from .serve_rules import RowMass
 from .serve_rules import _forced_failures as forced_failures
 
@@ -136,17 +135,10 @@ def change_stops(new: list[str], oracle_set: set[int],
 
 def judge(data: Any) -> dict[str, Any]:
     """One row (a :class:`harness.core.rulesets.RowInput`) by ``regression/v2``."""
-    row, oracle = data.row, data.oracle
-    splits = dict(zip(("stock", "patched"),
-                      data.split_sides if data.split_sides is not None
-                      else (data.split_path, data.split_path), strict=True))
-    result = row_head(data)
-    certified = oracle if isinstance(oracle, Certified) else None
-    stops: list[str] = [] if certified is not None else ["oracle_boundary_ambiguous"]
-    sides = read_sides(data, certified)
-    masks: dict[str, Any] = {name: side.mask for name, side in sides.items()}
-    stops.extend(side.status for side in sides.values() if side.mask is None)
-    result.update({name: side.summary for name, side in sides.items()})
+    row = data.row
+    paired = paired_row(data)
+    result, certified, stops = paired.result, paired.certified, paired.stops
+    masks, splits = paired.masks, paired.splits
     diagnostics: dict[str, Any] = {}
     changed = {}
     for name, side in (("stock", data.stock), ("patched", data.patched)):
