@@ -65,10 +65,24 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
         lines.append(f"| {markdown_code(s['manifest']['name'])} | "
                      f"{markdown_code(s['manifest']['rules'])} | "
                      f"{markdown_cell(s['backend'])} | {base} ({defects:d} base-defect rows) | "
-                     f"{g['killed']}/{g['of']} ({100 * g['killed'] // max(g['of'], 1)}%) | "
+                     f"{g['killed']}/{g['of']} ({100 * g['killed'] // max(g['of'], 1)}%)"
+                     f"{_subset(s, g['of'])} | "
                      f"{_criterion(s, v)} | "
                      + (survivors or "none") + " |")
     return "\n".join([*lines, "", END]) + "\n"
+
+
+def _subset(summary: dict, ran: int) -> str:
+    """Said after the kill count when the run took only part of its catalogue (``--only``),
+    so a partial run never reads as the whole catalogue's rate."""
+    from harness.capture.mutant_catalogue import CATALOGUES
+    from harness.core.terminal import markdown_code
+
+    entries = len(CATALOGUES[summary["catalogue"]])  # a known id: check_summary required it
+    if ran >= entries:
+        return ""
+    return (f", only {ran} of the {entries} entries of "
+            f"{markdown_code(summary['catalogue'])} run")
 
 
 def _survivors(folder: Path, summary: dict, key: object) -> str:
