@@ -23,7 +23,7 @@ chmod 600 "$KEY" || exit 1  # run refuses a key others may read
 # side and xz stores them once; the archive's sha256 goes to stdout.
 device_tar() {
   (cd "$(dirname "$2")" && find "$(basename "$2")" -type f | LC_ALL=C sort -t/ -k3 -k2 \
-    | tar -cf - --no-recursion -T -) | xz -T0 -6 > "/tmp/$1.tar.xz"
+    | tar -cf - --no-recursion -T -) | xz -T1 -9 > "/tmp/$1.tar.xz"
   sha256sum "/tmp/$1.tar.xz"
   split -b 15M -d "/tmp/$1.tar.xz" "$OUT/$1.tar.xz.part-"
 }
