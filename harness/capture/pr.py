@@ -604,6 +604,7 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
     matrix = options.matrix or NEWEST_PR_MATRIX[backend]
     store = options.base_cache or cache_root(options.cache) / "pr-base"
     out = options.out
+    made_parent = not out.parent.exists()  # the default runs/ folder, removed if left empty
     try:
         out.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
@@ -634,6 +635,9 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
     except BaseException:
         if not bundle.exists():
             shutil.rmtree(out, ignore_errors=True)
+            if made_parent:
+                with contextlib.suppress(OSError):
+                    out.parent.rmdir()  # only when empty
         raise
     say("verifying the bundle offline (signature, digests, oracle and gate rerun)")
     public_key = private_key.public_key()

@@ -215,3 +215,12 @@ def _key_copy(tmp_path: Path) -> Path:
     shutil.copyfile(ROOT / "tests/assets/keys/test-only-signing.key", target)
     target.chmod(0o600)
     return target
+
+
+def test_a_refusal_leaves_no_runs_folder_it_made(tmp_path, signing_key, capsys):
+    patch = _diff(tmp_path, "c.diff", KEEP, KEEP.replace("keep =", "keep  ="))
+    out = tmp_path / "runs" / "pr-1"  # its parent made by pr, as the default runs/ is
+    assert _pr(tmp_path, signing_key, out, "--patch", str(patch),
+               base=str(tmp_path / "no-such-pin.json")) == 2
+    _one_line(capsys)
+    assert not (tmp_path / "runs").exists()
