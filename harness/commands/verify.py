@@ -204,6 +204,9 @@ def _regression_json(verdict: dict[str, Any]) -> dict[str, Any]:
     return {key: verdict[key] for key in _REGRESSION_KEYS if key in verdict}
 
 
+_UNTOUCHED_SHOWN = 10  # base-defect rows the change did not alter, listed in the text
+
+
 def _regression_lines(verdict: dict[str, Any]) -> list[str]:
     """The text lines for a regression rule set's verdict; none for other rule sets."""
     defects = verdict.get("base_defects")
@@ -216,8 +219,16 @@ def _regression_lines(verdict: dict[str, Any]) -> list[str]:
     if isinstance(rows, list):
         if rows:
             lines[0] += f"; the change altered {verdict['base_defects_altered']} of them"
+        # every row the change altered; of those it left as they were, the first few only
+        altered = [r for r in rows if r["altered"]]
+        untouched = [r for r in rows if not r["altered"]]
+        shown = altered + untouched[:_UNTOUCHED_SHOWN]
         lines += [f"    {printable(r['row'])}: {', '.join(r['faults'])}"
-                  f"{' (altered)' if r['altered'] else ''}" for r in rows]
+                  f"{' (altered)' if r['altered'] else ''}"
+                  for r in sorted(shown, key=rows.index)]
+        if len(untouched) > _UNTOUCHED_SHOWN:
+            lines.append(f"    ... and {len(untouched) - _UNTOUCHED_SHOWN} more base-defect rows "
+                         "the change left as they were (--json and report.md list every one)")
     broken = verdict.get("broken_rows")
     if isinstance(broken, dict):
         lines.append(f"  rows the change broke: {'by reason' if broken else 'none'}")

@@ -138,3 +138,18 @@ def test_verify_text_lists_the_base_defect_rows_and_the_broken_rows(tmp_path, ca
     assert f"    {ORDINARY}[{ROW}]: count_bound (altered)" in out
     assert "  rows the change broke: by reason" in out
     assert f"    new_fault (1): {ORDINARY}[{ROW}]" in out
+
+
+def test_verify_text_lists_every_altered_base_defect_and_caps_the_untouched_ones():
+    from harness.commands.verify import _regression_lines
+
+    rows = [{"row": f"c[{i}]", "faults": ["count_bound"], "altered": i in (3, 30)}
+            for i in range(40)]
+    verdict = {"rows": 100, "base_defects": {"rows": 40, "reasons": {"count_bound": 40}},
+               "base_defect_rows": rows, "base_defects_altered": 2, "broken_rows": {}}
+    lines = _regression_lines(verdict)
+    assert "    c[30]: count_bound (altered)" in lines
+    assert "    c[3]: count_bound (altered)" in lines
+    listed = [line for line in lines if line.startswith("    c[")]
+    assert len(listed) == 12  # both altered rows, and the first 10 the change left alone
+    assert lines[-2].startswith("    ... and 28 more base-defect rows")
