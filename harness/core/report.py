@@ -339,6 +339,18 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
+def _forced_table(groups: Any, text: Any, sides: tuple[str, str]) -> list[str]:
+    """The forced rows' table, its columns named by the two sides' words (``stock`` and
+    ``patched`` for the fix question, ``base`` and ``change`` for a pull request)."""
+    first, second = sides
+    return _table(["forced value", "vocab", "rows", f"{first} lost forced token",
+                   f"{first} failures", f"{second} held", f"{second} failures"],
+                  ([_shown(g["value"], text), g["vocab"], g["rows"],
+                    f"{g['stock_lost_forced']}/{g['rows']}", _counts(g["stock_failures"]),
+                    f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
+                   for g in groups))
+
+
 def _table(header: Sequence[str], body: Iterable[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in body]
@@ -444,22 +456,12 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
                 f"{s['forced_rows']} forced rows; the change held on {s['patched_held']} of "
                 f"{s['forced_rows']}. The base's failures are its defects (listed above); the "
                 "change's are judged against the base's.", ""]
-        out += _table(["forced value", "vocab", "rows", "base lost forced token",
-                       "base failures", "change held", "change failures"],
-                      ([_shown(g["value"], text), g["vocab"], g["rows"],
-                        f"{g['stock_lost_forced']}/{g['rows']}", _counts(g["stock_failures"]),
-                        f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
-                       for g in s["forced"]))
+        out += _forced_table(s["forced"], text, ("base", "change"))
     elif s["forced"]:
         out += [f"Stock lost the forced token on {s['stock_lost_forced']} of {s['forced_rows']} "
                 f"forced rows; patched held on {s['patched_held']} of {s['forced_rows']}. "
                 "Stock failures are the reproduced defect, never a stop.", ""]
-        out += _table(["forced value", "vocab", "rows", "stock lost forced token",
-                       "stock failures", "patched held", "patched failures"],
-                      ([_shown(g["value"], text), g["vocab"], g["rows"],
-                        f"{g['stock_lost_forced']}/{g['rows']}", _counts(g["stock_failures"]),
-                        f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
-                       for g in s["forced"]))
+        out += _forced_table(s["forced"], text, ("stock", "patched"))
     else:
         out += ["No forced rows."]
     out += [""]
