@@ -117,8 +117,9 @@ def test_every_committed_manifest_resolves_its_pins_as_before():
 
 
 def test_committed_mutant_manifests_that_climb_out_find_the_repository_pin():
-    """Per-mutant manifests of the December 1 runs name ``../../../../work/main/evidence/...``
-    or ``../../../run-cpu/evidence/...`` (the machines' layout): found here by sha256."""
+    """Per-mutant manifests of the December 1 runs name their pin by a relative path that
+    climbs out of the repository into the folder the run was made in (frozen as they are):
+    the loader finds the repository's pin by its sha256."""
     paths = sorted(glob.glob(str(ROOT / "evidence/mutation/*/manifests/*.json")))
     assert paths
     for path in paths:
