@@ -22,12 +22,15 @@ JOBS=${JOBS:-10}
 MATRIX=${MATRIX:-pr-cuda-v4}
 CATALOGUE=${CATALOGUE:-topp-gate/mutants/v2}
 ONLY=${ONLY:-}  # a comma-separated subset of the catalogue (mutate --only), or all of it
+# RUN names one mutation run's work folder, log and archive, so two runs of the same matrix on
+# one warm machine (one after the other, each over several calls) never share a folder
+RUN=${RUN:-$MATRIX}
 # the call waits for mutate until DEADLINE (epoch seconds; default 540 s from now), so the log
 # (and whatever it wrote) always comes back within the call's 600 s
 DEADLINE=${DEADLINE:-$(( $(date +%s) + 540 ))}
 . scripts/device_common.sh
-work=/tmp/mutate-$MATRIX
-log=$OUT/mutate-$MATRIX.log
+work=/tmp/mutate-$RUN
+log=$OUT/mutate-$RUN.log
 if [ -z "${FINISH:-}" ]; then
   mkdir -p "$work/cache/trees"
   # the cache 'manifest new' reads each mutant's pinned tree from: the exported 0.33.0 tree
@@ -61,5 +64,5 @@ fi
   for f in "$work/$MATRIX-mutation"/logs/*.log; do echo "== $(basename "$f")"; grep -v '━' "$f" | tail -3; done
   du -sb "$work/$MATRIX-mutation"
 } >> "$log" 2>&1
-[ -d "$work/$MATRIX-mutation" ] && device_tar "$MATRIX-mutation" "$work/$MATRIX-mutation" >> "$log"
+[ -d "$work/$MATRIX-mutation" ] && device_tar "$RUN-mutation" "$work/$MATRIX-mutation" >> "$log"
 date -u >> "$log"
