@@ -49,12 +49,17 @@ def test_kernels_refuses_a_fifo_as_logits(fifo, tmp_path):
     assert "not a regular file" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.sources
 def test_paths_the_capture_verbs_print_are_escaped(tmp_path):
-    """A folder named with a terminal escape is printed escaped, never raw."""
+    """A folder named with a terminal escape is printed escaped, never raw. `manifest new`
+    on the 0.33.0 pin reads that release's tree from the cache (marked sources: the Nix
+    sandbox and scripts/sandbox_tests.sh deselect it, as the other tests that need it)."""
     folder = tmp_path / "evil\x1b[2Jname"
     folder.mkdir()
     done = _cli("manifest", "new", "--stock", str(PIN), "--patched", str(PIN), "--matrix",
                 "forced-interpreter", "--out", str(folder / "m.json"), cwd=tmp_path)
+    if done.returncode == 2 and "is not in the cache" in done.stderr:
+        pytest.skip("the vLLM 0.33.0 tree is not in the cache (topp-gate sources fetch)")
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
     assert "\\x1b[2Jname/m.json" in done.stdout

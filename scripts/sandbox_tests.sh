@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The test suite the way the flake's `checks.x86_64-linux.cpu-tests` runs it in the Nix
+# sandbox (nix/checks.nix), without Nix, so a test that only passes on a developer's
+# machine fails here first (issue 28):
+#   - on a copy of the source as the flake sees it: the files git tracks (committed or
+#     `git add`-ed), no .git;
+#   - HOME, the topp-gate cache and git's config empty; no CUDA device;
+#   - no network: a new user and network namespace (`unshare -rn`) when the kernel allows
+#     it, else every proxy variable pointing at an unroutable address (said so);
+#   - PATH: only the test environment's python and the sandbox's tools (stdenv's
+#     coreutils, grep, sed, ..., bash, git, cc), so no nix, shellcheck, unzip or ruff;
+#   - no python-flint: nixpkgs' python-flint is not confirmed at the flake's pin, so
+#     nix/envs.nix leaves it out and the tests that need it must skip (docs/nix.md);
+#   - TOPP_GATE_SOURCES: the two pinned trees, as the flake's vllm-sources builds them
+#     (copied from the cache when it holds them, else an empty folder, said so);
+#   - the check's selection: -m "not gpu and not sources" tests.
+#
+#   scripts/sandbox_tests.sh                      # the whole selection (the check's)
+#   scripts/sandbox_tests.sh -- tests/unit/x.py   # pytest arguments instead of `tests`
+# PYTHON: the test environment's python (default .venv/bin/python). Exit code: pytest's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+python=${PYTHON:-$root/.venv/bin/python}
+[ -x "$python" ] || { echo "sandbox_tests: no python at $python (set PYTHON)" >&2; exit 2; }
+paths=(tests)
+if [ "${1:-}" = "--" ]; then shift; paths=("$@"); fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/topp-gate-sandbox.XXXXXX")
+trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+mkdir -p "$work/source" "$work/home" "$work/tmp" "$work/bin" "$work/noflint/flint" "$work/sources"
+
+# the flake's source: tracked files only (what `self.outPath` holds), without .git
+git ls-files -z --cached | while IFS= read -r -d '' f; do
+  [ -e "$f" ] && printf '%s\0' "$f"
+done | tar --null -T - -cf - | tar -xf - -C "$work/source"
+
+# the pinned trees, in the --sources DIR layout the flake's vllm-sources has
+cache=${TOPP_GATE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/topp-gate}
+for digest in $("$python" -c 'import json,sys; p=json.load(open(sys.argv[1]))
+print(" ".join(p["sides"][s]["tree_sha256"] for s in ("stock", "patched")))' harness/data/pins.json); do
+  if [ -d "$cache/trees/$digest" ]; then
+    cp -r "$cache/trees/$digest" "$work/sources/$digest"
+  else
+    echo "sandbox_tests: pinned tree $digest is not in $cache/trees: TOPP_GATE_SOURCES is incomplete" >&2
+  fi
+done
+
+# python-flint absent, as in nix/envs.nix's test environment
+printf 'raise ModuleNotFoundError("No module named %s (absent in the Nix test environment)", name="flint")\n' \
+  "'flint'" > "$work/noflint/flint/__init__.py"
+
+# PATH: the test environment's python and stdenv's tools only
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$python" > "$work/bin/python"
+chmod +x "$work/bin/python"
+ln -s python "$work/bin/python3"
+for tool in bash sh env cat cp mv rm ln ls mkdir rmdir chmod touch head tail cut tr sort uniq \
+  wc sha256sum date basename dirname readlink realpath mktemp tee printf test true false \
+  id uname stat find xargs grep sed awk gawk diff cmp tar gzip xz bzip2 make patch file \
+  git cc gcc ld as; do
+  if command -v "$tool" >/dev/null 2>&1; then ln -s "$(command -v "$tool")" "$work/bin/$tool"; fi
+done
+
+env_args=(
+  -i
+  PATH="$work/bin"
+  HOME="$work/home"
+  TMPDIR="$work/tmp"
+  TOPP_GATE_CACHE="$work/tmp/cache"
+  TOPP_GATE_SOURCES="$work/sources"
+  CUDA_VISIBLE_DEVICES=
+  GIT_CONFIG_NOSYSTEM=1
+  GIT_CONFIG_GLOBAL=/dev/null
+  PYTHONPATH="$work/noflint"
+  LANG=C.UTF-8
+)
+net=()
+if unshare -rn true 2>/dev/null; then
+  net=(unshare -rn)
+  echo "sandbox_tests: no network (unshare -rn)"
+else
+  echo "sandbox_tests: unshare -rn is not allowed here: proxies point at 192.0.2.1 (unroutable) instead" >&2
+  for v in http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY; do
+    env_args+=("$v=http://192.0.2.1:9")
+  done
+  env_args+=(no_proxy= NO_PROXY= PIP_NO_INDEX=1)
+fi
+
+cd "$work/source"
+start=$SECONDS
+set +e
+"${net[@]}" env "${env_args[@]}" python -m pytest -q -p no:cacheprovider \
+  -m "not gpu and not sources" "${paths[@]}"
+rc=$?
+set -e
+echo "sandbox_tests: pytest exited $rc after $((SECONDS - start)) s"
+exit "$rc"
