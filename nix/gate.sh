@@ -42,6 +42,26 @@ for arg in "$@"; do
   prev=$arg
 done
 
+# The Nix gate carries the vLLM kernel families only (vllm-triton, vllm-pytorch): FlashInfer
+# needs its pinned wheel and nvcc for its JIT, which this flake does not build (docs/nix.md).
+# A manifest naming another family is refused here, in one line, before anything is made.
+if [ -n "$manifest" ] && [ -f "$manifest" ]; then
+  other=$(python3 -c '
+import json, re, sys
+try:
+    sides = json.load(open(sys.argv[1], encoding="utf-8"))["sources"]["sides"].values()
+    found = sorted({s.get("family") or "vllm-triton" for s in sides} - {"vllm-triton", "vllm-pytorch"})
+except Exception:  # not a manifest: topp-gate run says why
+    found = []
+# escaped for the terminal: a family id is [a-z][a-z0-9-]*, anything else shows as ?
+print(" ".join(re.sub(r"[^A-Za-z0-9._-]", "?", str(f)) for f in found)[:80])
+' "$manifest" 2>/dev/null || true)
+  if [ -n "$other" ]; then
+    say "the Nix gate runs only the vLLM kernel families; this manifest names $other (not in the flake: docs/nix.md); run it with scripts/gate or topp-gate run outside Nix"
+    exit 2
+  fi
+fi
+
 # True when torch (from the kernel environment) sees a CUDA device.
 cuda_usable() {
   python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null

@@ -335,3 +335,47 @@ def test_the_flake_writes_the_interpreter_wrapper_from_its_own_prefix() -> None:
     values = {k: str(v) for k, v in paths.items()}
     text = _nix_eval(STUB_FLAKE + "out.packages.x86_64-linux.gate-interpreter.stubAttrs.text")
     assert text == gate_interpreter_text(values)
+
+
+FLASHINFER_MANIFESTS = sorted(
+    p for p in (MANIFESTS / "impls").glob("*.json") if "flashinfer" in p.name
+)
+
+
+@pytest.mark.parametrize("wrapper", ["gate", "gate-interpreter"])
+def test_gate_refuses_a_flashinfer_manifest_in_one_line(
+    user: dict[str, Path], tmp_path: Path, wrapper: str
+) -> None:
+    """The flake builds no FlashInfer wheel and no nvcc (docs/nix.md): its gate refuses a
+    manifest of that family before it makes a key or a folder, with one line, exit 2."""
+    assert FLASHINFER_MANIFESTS, "the committed FlashInfer manifests moved"
+    values = {"manifests": str(user["store"] / "manifests"), "vllmSources": str(tmp_path),
+              "cc": shutil.which("cc") or "cc"}
+    text = gate_text(values) if wrapper == "gate" else gate_interpreter_text(values)
+    script = write_application(user["bin"] / wrapper, text, [tool_dir()])
+    for manifest in FLASHINFER_MANIFESTS[:2]:
+        for argv in (
+            ["--manifest", str(manifest)],
+            [f"--manifest={manifest}", "--backend", "cuda"],
+        ):
+            if wrapper == "gate-interpreter" and "--backend" in argv:
+                continue
+            done = run([str(script), *argv], user)
+            assert done.returncode == 2, done.stderr
+            assert done.stderr.count("\n") == 1, done.stderr
+            assert "runs only the vLLM kernel families" in done.stderr
+            assert "flashinfer" in done.stderr and "docs/nix.md" in done.stderr
+    assert not user["config"].exists(), "no key is made for a refused manifest"
+    assert list(user["cwd"].iterdir()) == []
+
+
+def test_gate_escapes_a_family_name_it_refuses(user: dict[str, Path], tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(json.dumps(
+        {"sources": {"sides": {"stock": {"family": "evil\x1b[2J"}, "patched": {}}}}))
+    values = {"manifests": str(user["store"] / "manifests"), "vllmSources": str(tmp_path),
+              "cc": shutil.which("cc") or "cc"}
+    script = write_application(user["bin"] / "gate", gate_text(values), [tool_dir()])
+    done = run([str(script), "--manifest", str(manifest)], user)
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr and "evil??2J" in done.stderr
