@@ -4,6 +4,7 @@
 # any nixpkgs' python3Packages. Tests run as flake checks, not here.
 {
   src,
+  lib,
   buildPythonPackage,
   setuptools,
   jsonschema,
@@ -44,8 +45,17 @@ buildPythonPackage {
   ];
   doCheck = false;
   pythonImportsCheck = [ "harness" ];
+  # The pyproject.toml the wheel's METADATA comes from (the filter above copies it
+  # unchanged into `src`). nix/stub reads this one for its pythonRuntimeDepsCheckHook: Nix
+  # 2.8's `flake check --no-build` computes the filtered copy's store path without writing
+  # it, so `${src}/pyproject.toml` does not exist on a fresh store (issue 28).
+  passthru.pyprojectFile = src + "/pyproject.toml";
   meta = {
     description = "Offline verifier and gate runner for vLLM's split top-p Triton kernel evidence";
+    # the project's own domain, the one its receipts' predicate type and schema $id name
+    # (harness/core/receipt.py); the only URL the flake writes (tests/unit/test_flake.py)
+    homepage = "https://topp-gate.dev";
+    license = lib.licenses.asl20;
     mainProgram = "topp-gate";
   };
 }

@@ -99,7 +99,10 @@ let
   requiredDists =
     attrs:
     let
-      project = (builtins.fromTOML (builtins.readFile "${attrs.src}/pyproject.toml")).project or { };
+      # nix/topp-gate.nix names the pyproject.toml its `src` copy holds (passthru), which
+      # exists also where Nix 2.8's `flake check --no-build` has not written that copy
+      file = attrs.passthru.pyprojectFile or "${attrs.src}/pyproject.toml";
+      project = (builtins.fromTOML (builtins.readFile file)).project or { };
       requirement = r: {
         name = normalizeName (builtins.head (builtins.match "[[:space:]]*([A-Za-z0-9][A-Za-z0-9._-]*).*" r));
         extraOnly = builtins.match ".*;.*extra[[:space:]]*==.*" r != null;
@@ -156,17 +159,18 @@ let
 
   # The python package set before and after pythonPackagesExtensions.
   pythonPackagesFor =
-    python: extensions:
+    pkgs: python: extensions:
     let
       base = pyself: {
         inherit buildPythonPackage python;
-        # pkgs/development/interpreters/python/python-packages-base.nix
+        # pkgs/development/interpreters/python/python-packages-base.nix: the package set's
+        # callPackage (pkgs.newScope), which also finds top-level attributes such as lib
         callPackage =
           fn: args:
           let
             f = if builtins.isFunction fn then fn else import fn;
           in
-          f (builtins.intersectAttrs (builtins.functionArgs f) pyself // args);
+          f (builtins.intersectAttrs (builtins.functionArgs f) (pkgs // pyself) // args);
         toPythonApplication = drv: drv;
         # pkgs/development/interpreters/python/editable.nix: root must be a string
         mkPythonEditablePackage =
@@ -287,9 +291,16 @@ let
 
   # pkgs/top-level/stage.nix: overlays applied in order over the fixed point.
   basePkgs = self: {
-    inherit system;
     # pkgs/top-level/stage.nix exposes the evaluated config as pkgs.config
     config = evaluatedConfig;
+    # lib/licenses.nix (pkgs.lib is nixpkgs' lib): the licence the flake's package names
+    lib.licenses.asl20 = {
+      shortName = "asl20";
+      spdxId = "Apache-2.0";
+      fullName = "Apache License 2.0";
+      free = true;
+      redistributable = true;
+    };
     # pkgs/top-level/all-packages.nix
     pythonPackagesExtensions = [ ];
     python3 = python3For self;
@@ -357,7 +368,7 @@ let
       interpreterDrv = fake "python3-${pythonVersion}-stub" { };
       python = interpreterDrv // {
         inherit pythonVersion;
-        pkgs = pythonPackagesFor python self.pythonPackagesExtensions;
+        pkgs = pythonPackagesFor self python self.pythonPackagesExtensions;
         sitePackages = "lib/python${pythonVersion}/site-packages";
         interpreter = "${interpreterDrv}/bin/python${pythonVersion}";
         # pkgs/development/interpreters/python/with-packages.nix (-> wrapper.nix, buildEnv)

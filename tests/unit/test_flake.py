@@ -26,6 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PINS = json.loads((ROOT / "harness" / "data" / "pins.json").read_text())
 SYSTEM = "x86_64-linux"
+PREDICATE_TYPE_SOURCE = (ROOT / "harness" / "core" / "receipt.py").read_text()
 NIX_ENV = {**os.environ, "NIX_CONFIG": "experimental-features = nix-command flakes"}
 STUB = "path:./nix/stub"
 
@@ -96,11 +97,20 @@ def test_flake_nix_lock_and_pin_file_name_the_same_nixpkgs_revision() -> None:
     )
 
 
+HOMEPAGE = 'homepage = "https://topp-gate.dev";'
+
+
 def test_the_flake_names_no_download_host() -> None:
-    """Wheels come through nixpkgs' fetchPypi; the flake itself names no URL at all."""
+    """Wheels come through nixpkgs' fetchPypi; the flake itself names no URL but the
+    package's meta.homepage (the project's receipt namespace, harness/core/receipt.py)."""
+    assert "https://topp-gate.dev/" in PREDICATE_TYPE_SOURCE
     for path in [ROOT / "flake.nix", ROOT / "flake.lock", *sorted((ROOT / "nix").rglob("*"))]:
         if path.is_file():
-            assert not re.search(r"[a-z]+://", path.read_text()), path
+            text = path.read_text()
+            if path.name == "topp-gate.nix":
+                assert text.count(HOMEPAGE) == 1
+                text = text.replace(HOMEPAGE, "")
+            assert not re.search(r"[a-z]+://", text), path
 
 
 # --- every .nix file parses ----------------------------------------------------------------
@@ -159,7 +169,8 @@ def test_output_names() -> None:
         assert names["apps"][system] == (
             ["gate", "gate-interpreter", "probe", "verify"] if gate else ["verify"]
         )
-        assert names["devShells"][system] == ["cpu", "default"]
+        shells = ["cpu", "default", "gpu"] if gate else ["cpu", "default"]
+        assert names["devShells"][system] == shells
         assert names["checks"][system] == sorted(
             VERIFIER_CHECKS
             + (
@@ -265,7 +276,7 @@ def test_overlay_default_adds_topp_gate_to_any_nixpkgs() -> None:
 def test_dev_shells_run_your_edits_with_ruff_and_mypy() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     for system in SYSTEMS:
-        for shell in ("cpu", "default"):
+        for shell in ("cpu", "default", "gpu") if system == SYSTEM else ("cpu", "default"):
             found = _eval(
                 f"let shell = out.devShells.{system}.{shell}.stubAttrs; "
                 "envs = builtins.filter (p: p ? packages) shell.packages; "
@@ -284,7 +295,8 @@ def test_dev_shells_run_your_edits_with_ruff_and_mypy() -> None:
             assert "topp-gate" not in found["pnames"], "topp-gate runs the checkout, not a copy"
             script = {"topp-gate": project["scripts"]["topp-gate"]}
             assert found["editable"] == [{"root": "$TOPP_GATE_ROOT", "scripts": script}]
-            gpu = system == SYSTEM and shell == "default"
+            # `nix develop` is the CPU shell everywhere; the GPU one is asked for by name
+            gpu = system == SYSTEM and shell == "gpu"
             assert ("torch" in found["pnames"]) is gpu, (system, shell)
 
 
@@ -424,6 +436,7 @@ def test_structure_check_passes_and_can_fail() -> None:
         "missing apps.verify",
         "missing apps.probe",
         "missing devShells.cpu",
+        "missing devShells.gpu",
         "apps.gate is not of type app",
         "apps.gate.program is not in the Nix store",
         "apps.gate has no meta.description",
@@ -458,9 +471,11 @@ def test_flake_metadata_reads_the_committed_lock_offline() -> None:
 
 @needs_nix
 @needs_store
-def test_flake_check_no_build_accepts_the_outputs_on_the_stub() -> None:
+def test_flake_check_no_build_accepts_the_outputs_on_the_stub(tmp_path: Path) -> None:
     argv = _offline(
         "nix",
+        "--store",
+        str(tmp_path / "store"),
         "flake",
         "check",
         "--no-build",
@@ -470,8 +485,11 @@ def test_flake_check_no_build_accepts_the_outputs_on_the_stub() -> None:
         STUB,
         ".",
     )
+    # a fresh, empty store (issue 28): Nix 2.8's `flake check --no-build` does not write
+    # builtins.path copies, so nothing may read one (the stub reads passthru.pyprojectFile)
     done = _run(*argv)
     assert "error" not in done.stderr.lower()
+    assert (tmp_path / "store" / "nix" / "store").is_dir()
 
 
 # --- the pinned wheels and the fixed-output store path ----------------------------------------
@@ -568,8 +586,15 @@ def test_libcuda_missing_says_what_to_do(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "cannot find the NVIDIA driver library libcuda.so.1" in done.stderr
     assert str(tmp_path / "empty") in done.stderr  # says where it looked
-    for hint in ("TOPP_GATE_LIBCUDA_DIR=", "/run/opengl-driver/lib", "--backend interpreter"):
+    for hint in ("TOPP_GATE_LIBCUDA_DIR=", "/run/opengl-driver/lib", "nix run .#gate-interpreter"):
         assert hint in done.stderr
+    # .#gate -- --backend interpreter would build the CUDA closure first (docs/nix.md), and
+    # linking the host's whole library folder would shadow Nix's libstdc++: neither advised
+    assert "--backend interpreter" not in done.stderr
+    assert 'sudo ln -sf "$d"/libcuda.so* "$d"/libnvidia-*.so* /run/opengl-driver/lib/' in (
+        done.stderr
+    )
+    assert not re.search(r"ln -s\S* /usr/lib/x86_64-linux-gnu /run/opengl-driver", done.stderr)
 
 
 def test_libcuda_from_the_host_loader_cache_exposes_only_driver_libraries(tmp_path: Path) -> None:
@@ -831,3 +856,91 @@ def test_gate_interpreter_has_no_cuda_closure() -> None:
     assert inputs["cpu"] in inputs["inputs"] and inputs["gpu"] not in inputs["inputs"]
     assert inputs["gpu"] not in inputs["text"]
     assert "set -- --backend interpreter" in inputs["text"]
+
+
+# --- issue 28: the nixpkgs attribute list, and the package's meta --------------------------
+
+ATTRIBUTE_LIST = ROOT / "nix" / "stub" / "nixpkgs-attributes.txt"
+
+
+@needs_nix
+def test_every_attribute_the_stub_offers_is_listed_from_nixpkgs() -> None:
+    checked = _eval("import ./nix/stub/attributes.nix { }")
+    lines = [
+        line.split("\t")
+        for line in ATTRIBUTE_LIST.read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert all(len(fields) == 3 for fields in lines), "path, nixpkgs file, commit"
+    assert isinstance(checked, int) and checked == len({fields[0] for fields in lines})
+    header = ATTRIBUTE_LIST.read_text()
+    assert "0182a361324364ae3f436a63005877674cf45efb WAS NOT AVAILABLE" in header
+    assert "python3Packages.python-flint" not in {fields[0] for fields in lines}
+
+
+def _minimal_flake_copy(dest: Path) -> Path:
+    """The files the offline tier's Nix steps read, copied out of git (a `path:` flake)."""
+    tracked = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "flake.nix", "flake.lock", "nix",
+         "scripts/nix_offline_checks.sh", "pyproject.toml", "README.md", "LICENSE",
+         "harness/data/pins.json", "evidence/manifests"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split("\0")
+    extra = ["nix/stub/attributes.nix", "nix/stub/nixpkgs-attributes.txt"]
+    for name in [*filter(None, tracked), *extra]:
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+@needs_nix
+@needs_store
+def test_a_misspelled_nixpkgs_attribute_fails_the_offline_tier(tmp_path: Path) -> None:
+    """Break one attribute name (python3Packages.pytest) and run the tier's Nix steps: named
+    in the flake only, the stub has no such attribute and evaluation fails; named in the
+    stub too (as a stub edited to match would), the attribute list from nixpkgs refuses it."""
+    tier = ["bash", "scripts/nix_offline_checks.sh", "--nix-only"]
+    good = _minimal_flake_copy(tmp_path / "good")
+    passed = subprocess.run(tier, cwd=good, env=NIX_ENV, capture_output=True, text=True)
+    assert passed.returncode == 0, passed.stderr[-2000:]
+
+    flake_only = _minimal_flake_copy(tmp_path / "flake-only")
+    envs = flake_only / "nix" / "envs.nix"
+    assert "    ps.pytest\n" in envs.read_text()
+    envs.write_text(envs.read_text().replace("    ps.pytest\n", "    ps.pytests\n"))
+    failed = subprocess.run(tier, cwd=flake_only, env=NIX_ENV, capture_output=True, text=True)
+    assert failed.returncode != 0
+    assert "attribute 'pytests' missing" in failed.stderr
+
+    both = _minimal_flake_copy(tmp_path / "both")
+    envs = both / "nix" / "envs.nix"
+    envs.write_text(envs.read_text().replace("    ps.pytest\n", "    ps.pytests\n"))
+    stub = both / "nix" / "stub" / "default.nix"
+    assert '            "pytest"\n' in stub.read_text()
+    stub.write_text(stub.read_text().replace('            "pytest"\n', '            "pytests"\n'))
+    refused = subprocess.run(tier, cwd=both, env=NIX_ENV, capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert "nix/stub offers python3Packages.pytests, not in nix/stub/nixpkgs-attributes.txt" in (
+        refused.stderr
+    )
+
+
+@needs_nix
+def test_the_package_has_licence_homepage_and_the_pyproject_it_is_built_from() -> None:
+    meta = _eval(
+        "builtins.mapAttrs (_: p: { inherit (p.meta) homepage mainProgram; "
+        "license = p.meta.license.spdxId; }) "
+        "{ inherit (out.packages.x86_64-linux) default; "
+        "darwin = out.packages.aarch64-darwin.topp-gate; }"
+    )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    assert meta == {
+        name: {"homepage": "https://topp-gate.dev", "mainProgram": "topp-gate",
+               "license": "Apache-2.0"}
+        for name in ("default", "darwin")
+    }
+    # the file nix/stub's runtime-deps check reads exists without the store copy of `src`
+    pyproject = _eval("toString out.packages.x86_64-linux.default.pyprojectFile")
+    assert isinstance(pyproject, str) and pyproject.endswith("/pyproject.toml")
