@@ -55,10 +55,13 @@ topp-gate: cannot find the NVIDIA driver library libcuda.so.1.
   - install the NVIDIA driver (nvidia-smi must work), then run again;
   - point at the directory that holds libcuda.so.1:
       TOPP_GATE_LIBCUDA_DIR=/path/to/dir nix run .#gate -- ...
-  - prepare the NixOS driver location once (any distribution):
-      sudo mkdir -p /run/opengl-driver && sudo ln -sfn /usr/lib/x86_64-linux-gnu /run/opengl-driver/lib
-  - or run without a GPU, in Triton's interpreter (slow):
-      nix run .#gate -- --backend interpreter ...
+  - prepare the NixOS driver location once (any distribution), linking the driver's own
+    libraries only (the whole library folder would put the host's libstdc++ before Nix's):
+      d=/usr/lib/x86_64-linux-gnu   # the folder holding libcuda.so.1
+      sudo mkdir -p /run/opengl-driver/lib
+      sudo ln -sf "\$d"/libcuda.so* "\$d"/libnvidia-*.so* /run/opengl-driver/lib/
+  - or run the gate without a GPU, in Triton's interpreter (slow; no CUDA closure):
+      nix run .#gate-interpreter
 EOF
 }
 

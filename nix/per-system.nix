@@ -92,14 +92,16 @@ let
   );
   devShells = {
     # CPU: your edits (editable topp-gate), the verifier, the test tools, ruff and mypy.
+    # `nix develop` gives it on every system: nothing unfree, no CUDA closure to build.
     cpu = cpuShell;
     default = cpuShell;
   }
   // (
     if withGate then
       {
-        # GPU: the kernel environment with your edits, a C compiler for Triton, libcuda found.
-        default = gpuPkgs.mkShell {
+        # `nix develop .#gpu`: the kernel environment with your edits, a C compiler for
+        # Triton, libcuda found (unfree CUDA libraries; x86_64-linux only).
+        gpu = gpuPkgs.mkShell {
           packages = [
             envs.gpuDev
             gpuPkgs.stdenv.cc

@@ -59,6 +59,7 @@ let
       ]
     )
     ++ map (n: "missing apps.${n}") (missing apps [ "gate" "gate-interpreter" "probe" ])
+    ++ map (n: "missing devShells.${n}") (missing devShells [ "gpu" ])
     ++ (if packages ? vllm-stock && packages ? vllm-patched then wheelProblems else [ ])
     ++ (
       if config.allowUnfree && config.cudaSupport && config.cudaCapabilities == [ "9.0" ] then
