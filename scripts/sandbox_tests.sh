@@ -77,8 +77,10 @@ env_args=(
 net=()
 if unshare -rn true 2>/dev/null; then
   net=(unshare -rn)
+  env_args+=(TOPP_GATE_SANDBOX=unshare)
   echo "sandbox_tests: no network (unshare -rn)"
 else
+  env_args+=(TOPP_GATE_SANDBOX=proxy)
   echo "sandbox_tests: unshare -rn is not allowed here: proxies point at 192.0.2.1 (unroutable) instead" >&2
   for v in http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY; do
     env_args+=("$v=http://192.0.2.1:9")
