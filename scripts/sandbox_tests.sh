@@ -5,8 +5,8 @@
 #   - on a copy of the source as the flake sees it: the files git tracks (committed or
 #     `git add`-ed), no .git;
 #   - HOME, the topp-gate cache and git's config empty; no CUDA device;
-#   - no network: a new user and network namespace (`unshare -rn`) when the kernel allows
-#     it, else every proxy variable pointing at an unroutable address (said so);
+#   - no network: a new network namespace (`unshare -n` as root, else `unshare -rn`) when
+#     the kernel allows it, else every proxy variable pointing at an unroutable address;
 #   - PATH: only the test environment's python and the sandbox's tools (stdenv's
 #     coreutils, grep, sed, ..., bash, git, cc), so no nix, shellcheck, unzip or ruff;
 #   - no python-flint: nixpkgs' python-flint is not confirmed at the flake's pin, so
@@ -75,7 +75,13 @@ env_args=(
   LANG=C.UTF-8
 )
 net=()
-if unshare -rn true 2>/dev/null; then
+# a new network namespace; without a new user namespace when we may (root): under
+# `unshare -r` root's chown to another uid fails (EINVAL), which no real sandbox shows
+if unshare -n true 2>/dev/null; then
+  net=(unshare -n)
+  env_args+=(TOPP_GATE_SANDBOX=unshare)
+  echo "sandbox_tests: no network (unshare -n)"
+elif unshare -rn true 2>/dev/null; then
   net=(unshare -rn)
   env_args+=(TOPP_GATE_SANDBOX=unshare)
   echo "sandbox_tests: no network (unshare -rn)"
