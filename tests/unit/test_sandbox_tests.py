@@ -23,9 +23,13 @@ MODE = os.environ.get("TOPP_GATE_SANDBOX")
 def test_inside_the_sandbox_this_machine_is_out_of_reach() -> None:
     assert not (ROOT / ".git").exists(), "the copy has no git history"
     assert (ROOT / "harness" / "cli.py").is_file() and (ROOT / "pyproject.toml").is_file()
+    # HOME and the cache are the sandbox's own folders beside the copy (empty at the start;
+    # tests run before this one may have written to them), never this machine's
     home = Path(os.environ["HOME"])
-    assert home.is_dir() and list(home.iterdir()) == []
-    assert not Path(os.environ["TOPP_GATE_CACHE"]).exists()
+    assert home.is_dir() and home.parent == ROOT.parent and home.parent.name.startswith(
+        "topp-gate-sandbox."
+    )
+    assert Path(os.environ["TOPP_GATE_CACHE"]).is_relative_to(ROOT.parent)
     assert os.environ["CUDA_VISIBLE_DEVICES"] == ""
     for tool in ("nix", "nix-instantiate", "shellcheck", "unzip", "ruff", "unshare"):
         assert shutil.which(tool) is None, tool
