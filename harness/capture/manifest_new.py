@@ -102,6 +102,16 @@ def _check_matrix_limits(matrix: dict[str, Any]) -> None:
     check_work(sized, max_batch=MAX_BATCH_V3)  # manifest new writes version 3
 
 
+def matrix_rules() -> dict[str, str]:
+    """Each predeclared matrix's rule set: the one it predeclares, else :func:`default_rules`
+    of its cases (what ``manifest new --matrix NAME`` freezes without ``--rules``)."""
+    rules: dict[str, str] = {}
+    for name in matrix_names():
+        matrix = load_matrix(name)
+        rules[name] = str(matrix.get("rules") or default_rules(matrix["cases"]))
+    return rules
+
+
 def detect_dispatch(kernel: bytes, family: str | None = None) -> str:
     """The side's default path for this kernel source, as its family guesses it (for
     vllm-triton: ``split`` when the module defines the split pipeline, else ``single``)."""

@@ -35,7 +35,6 @@ import platform
 import re
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +68,7 @@ from .kernels.runner import (
 )
 from .private_tree import PrivateTree
 from .run import (
+    CaseProgress,
     RunOptions,
     _Clock,
     bundle_content,
@@ -377,38 +377,6 @@ def keep_base(store: Path, key: Mapping[str, Any], view: Any, private_key: Any,
 # --- the run ----------------------------------------------------------------------------------
 
 
-class _CaseProgress:
-    """One line per case (not per side) as the running children write its outputs."""
-
-    def __init__(self, layout: Sequence[CaseLayout], dirs: Sequence[Path], say: Say,
-                 note: str) -> None:
-        self._layout, self._dirs, self._say, self._note = layout, dirs, say, note
-        self._done = threading.Event()
-        self._next = 0
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-
-    def __enter__(self) -> _CaseProgress:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _watch(self) -> None:
-        while not self._done.wait(0.5):
-            self._report()
-
-    def _report(self) -> None:
-        total = len(self._layout)
-        while self._next < total:
-            case = self._layout[self._next]
-            if not all((d / f"{case.id}.out.f32").exists() for d in self._dirs):
-                return
-            self._next += 1
-            self._say(f"case {self._next}/{total} {case.id}: done{self._note}")
-
-
 def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
                  private: Mapping[str, PrivateTree], backend: str, work: Path,
                  layout: Sequence[CaseLayout], clock: _Clock, reused: SideResult | None,
@@ -436,7 +404,7 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
     for name in running:
         (work / "out" / name).mkdir(parents=True, exist_ok=True)
     note = " (base reused)" if reused is not None else ""
-    with _CaseProgress(layout, [work / "out" / n for n in running], say, note), \
+    with CaseProgress(layout, [work / "out" / n for n in running], say, note), \
             ThreadPoolExecutor(max_workers=len(running)) as pool:
         futures = {name: pool.submit(one, name) for name in running}
         try:

@@ -20,7 +20,8 @@ from rich.progress import (
 
 class RunProgress:
     def __init__(self) -> None:
-        self.console = Console(stderr=True)
+        # no "progress.py:38" on every line: the caller of say() is always this file
+        self.console = Console(stderr=True, log_path=False)
         self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
                              MofNCompleteColumn(), TimeElapsedColumn(), console=self.console,
                              transient=False)

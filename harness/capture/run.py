@@ -25,6 +25,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -437,6 +438,44 @@ class _Clock:
         return round(time.monotonic() - self.started, 3)
 
 
+class CaseProgress:
+    """One line per case (not per side) as the running children write its outputs (each
+    child writes ``<case id>.out.f32`` into its folder, case after case): ``run`` watches one
+    side at a time, ``pr`` both sides at once."""
+
+    def __init__(self, layout: Sequence[CaseLayout], dirs: Sequence[Path],
+                 say: Callable[[str], None], note: str = "") -> None:
+        self._layout, self._dirs, self._say, self._note = layout, dirs, say, note
+        self._done = threading.Event()
+        self._next = 0
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> CaseProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.5):
+            self._report()
+
+    def _report(self) -> None:
+        total = len(self._layout)
+        while self._next < total:
+            case = self._layout[self._next]
+            if not all((d / f"{case.id}.out.f32").exists() for d in self._dirs):
+                return
+            self._next += 1
+            self._say(f"case {self._next}/{total} {case.id}: done{self._note}")
+
+
+def _side_say(progress: Progress | None, side: str) -> Callable[[str], None]:
+    return lambda line: _say(progress, f"{side}: {line}")
+
+
 def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
                  private: Mapping[str, PrivateTree], backend: str, work: Path,
                  layout: Sequence[CaseLayout], clock: _Clock, *, repeats: int,
@@ -458,10 +497,11 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
         _say(progress, f"{name}: vLLM {printable(side.version)} on {backend} "
                        f"({len(layout)} cases, timeout {timeout:.0f} s)")
         t0 = time.monotonic()
-        results[name] = run_side(side, private[name], backend, num_sm, work / "cases.json",
-                                 work / "out" / name, timeout, repeats=repeats,
-                                 dispatch=manifest.dispatch(name),
-                                 paths=manifest.case_dispatch(name))
+        with CaseProgress(layout, [work / "out" / name], _side_say(progress, name)):
+            results[name] = run_side(side, private[name], backend, num_sm,
+                                     work / "cases.json", work / "out" / name, timeout,
+                                     repeats=repeats, dispatch=manifest.dispatch(name),
+                                     paths=manifest.case_dispatch(name))
         clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
         if not results[name].ok:
             _say(progress, f"{name}: {results[name].status}: {results[name].reason}")

@@ -21,6 +21,7 @@ from ..core.dsse import IN_TOTO_PAYLOAD_TYPE, pae
 from ..core.errors import UsageError
 from ..core.keys import MAX_KEY_FILE_BYTES, keyid
 from ..core.safeio import read_regular_file
+from ..core.terminal import printable
 
 PRIVATE_SUFFIX = ".key"
 PUBLIC_SUFFIX = ".pub"
@@ -79,7 +80,10 @@ def write_keypair(prefix: Path) -> tuple[Path, Path, str]:
 def load_private_key(path: Path, *, owner_only: bool = False) -> Ed25519PrivateKey:
     """The Ed25519 private key in ``path``; ``owner_only`` (``run``) refuses a key file
     that group or others may access, as ssh does."""
-    data = read_regular_file(Path(path), "key file", MAX_KEY_FILE_BYTES, owner_only=owner_only)
+    data = read_regular_file(Path(path), "key file", MAX_KEY_FILE_BYTES)
+    _refuse_public_key(Path(path), data)  # before the mode check: chmod would not help
+    if owner_only:  # the bytes used are the ones read under the mode check
+        data = read_regular_file(Path(path), "key file", MAX_KEY_FILE_BYTES, owner_only=True)
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except UnsupportedAlgorithm as err:
@@ -90,6 +94,19 @@ def load_private_key(path: Path, *, owner_only: bool = False) -> Ed25519PrivateK
     if not isinstance(key, Ed25519PrivateKey):
         raise UsageError(f"{path} is not an Ed25519 private key")
     return key
+
+
+def _refuse_public_key(path: Path, data: bytes) -> None:
+    """A public key given where the private key belongs is named as such (not met with
+    advice about its file mode): the signer needs the ``.key`` file beside it."""
+    try:
+        public = serialization.load_pem_public_key(data)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        return  # not a public key: the private-key parse says what it is
+    shown = f" (key id {keyid(public)})" if isinstance(public, Ed25519PublicKey) else ""
+    raise UsageError(f"{printable(path)} holds a public key{shown}, not a private key; sign "
+                     f"with the private key ('topp-gate keygen PREFIX' writes "
+                     f"PREFIX{PRIVATE_SUFFIX} beside PREFIX{PUBLIC_SUFFIX})")
 
 
 def _b64(data: bytes) -> str:

@@ -22,17 +22,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
+    from ..capture.manifest_new import matrix_rules
+
+    predeclared = matrix_rules()
+    listed = ", ".join(f"{name} ({rules})" for name, rules in predeclared.items())
     new = actions.add_parser(
         "new", help="write M.json and M.json.sha256 (never overwritten)",
         description="Write a version 3 manifest from --stock and --patched pin files "
-        "('topp-gate sources pin') and a matrix: a predeclared one (deploy, forced-logit, "
-        "smoke, sweep, forced-interpreter) or a matrix FILE. Each side's dispatch path, "
+        "('topp-gate sources pin') and a matrix: a predeclared one, each with the rule set "
+        f"it freezes ({listed}), or a matrix FILE. Each side's dispatch path, "
         "and each traffic case's where it differs, is the side's kernel family's guess "
         "from its kernel source (vllm-triton: split when the kernel defines the split "
         "pipeline, else single; single-topk or mixed for top-k rows; single above batch "
         "64), read from the cached tree, unless given (a given path holds for every case "
         "of that side). --patch DIFF --on SIDE freezes a unified diff of the kernel file "
-        "on that side. The rule set is serve/v1 when the matrix has traffic cases, else "
+        "on that side. The rule set is the one the matrix predeclares (the pr-* matrices: "
+        "a regression rule set), else serve/v1 when the matrix has traffic cases, else "
         "seed/v2, unless --rules. The manifest is frozen at once (M.json.sha256).")
     new.add_argument("--stock", type=Path, required=True, metavar="PIN")
     new.add_argument("--patched", type=Path, required=True, metavar="PIN")
@@ -47,8 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     new.add_argument("--patched-path", default=None, metavar="PATH",
                      help="the patched side's dispatch path (default: from its kernel)")
     new.add_argument("--rules", default=None, metavar="ID",
-                     help="the rule set judging every row (default: serve/v1 with traffic "
-                     "cases, else seed/v2)")
+                     help="the rule set judging every row (default: the one the matrix "
+                     "predeclares, listed above; else serve/v1 with traffic cases, else "
+                     "seed/v2); a matrix's predeclared rule set cannot be overridden")
     flags.cache(new)
     new.add_argument("--out", type=Path, required=True, metavar="M.json")
     new.set_defaults(handler=run)

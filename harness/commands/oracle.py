@@ -11,10 +11,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, InvalidKError, UsageError
-from ..core.f32 import hexf, row_length, rows, runtime_p, runtime_top_p
+from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, InvalidInputError, InvalidKError, UsageError
+from ..core.f32 import hexf, row_length, rows, runtime_top_p, to_float32
 from ..core.oracle import SCAN, Ambiguous, OracleOutcome, numpy_available, top_k_top_p
 from ..core.safeio import read_regular_file
+from ..core.terminal import printable
 
 MAX_LOGITS_BYTES = 1 << 30  # 256 Mi float32 values; a larger file is refused, not read
 
@@ -27,8 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "logits: one row, or rows of --vocab values; -inf is a masked token). P is a decimal "
         "converted to float32 first, as the kernel does. With --k, top-k keeps the first "
         "min(K, unmasked) tokens in canonical order and top-p runs on those alone; --k "
-        "without --p (or P >= 1) is top-k only. Exit 0 when every row is certified, 3 when "
-        "any boundary is ambiguous, 2 on bad input.",
+        "without --p (or P = 1) is top-k only; P must be in (0, 1] (P = 1 only with --k). "
+        "Exit 0 when every row is certified, 3 when any boundary is ambiguous, 2 on bad "
+        "input.",
     )
     parser.add_argument("file", type=Path, metavar="FILE")
     parser.add_argument("--p", metavar="P", help="top-p, e.g. 0.9 (needed unless --k)")
@@ -77,14 +79,31 @@ def _parse_k(given: str | None) -> int | None:
     return k
 
 
+class PAboveOneError(InvalidInputError):
+    """A p of 1 or more the oracle cannot read as asked (same code as the core's
+    ``InvalidPError``, whose message names the seed's open interval)."""
+
+    code = "invalid_p"
+
+
 def _parse_p(given: str | None, k: int | None) -> float | None:
-    """float32 p; without --k it must be in (0, 1) (the seed's); with --k, absent or >= 1
-    means top-k only (None)."""
-    if k is None:
-        if given is None:
+    """float32 p, always in (0, 1]: below 1 it is top-p; exactly 1 (or absent) means top-k
+    only (None) and needs --k. Anything above 1 is refused, with or without --k."""
+    if given is None:
+        if k is None:
             raise UsageError("oracle needs --p P, --k K, or both")
-        return runtime_p(given)
-    return None if given is None else runtime_top_p(given)
+        return None
+    p32 = runtime_top_p(given)
+    if p32 is not None:
+        return p32
+    # float32 p >= 1: only exactly 1 means "no top-p", and only beside a top-k cut
+    if to_float32(float(given)) > 1.0:
+        raise PAboveOneError(f"p={printable(given)} is above 1; it must be in (0, 1] (1 "
+                             "means no top-p, only with --k)")
+    if k is None:
+        raise PAboveOneError(f"p={printable(given)} keeps every token: give --k K with it "
+                             "(top-k only), or a p in (0, 1)")
+    return None
 
 
 def run(args: argparse.Namespace) -> int:

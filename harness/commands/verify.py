@@ -57,6 +57,24 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "verified verdict, rows stopped by reason, the rule set and report "
                         "format, the receipt's provenance; on failure {\"verified\": false, "
                         "\"code\": ..., \"detail\": ...} (exit codes unchanged)")
+    ci = parser.add_argument_group(
+        "verdicts for CI systems (written only when verification reaches a verdict: a "
+        "refused bundle writes none; docs/ci.md)")
+    ci.add_argument("--vsa", type=Path, metavar="OUT",
+                    help="write a SLSA Verification Summary Attestation (in-toto Statement "
+                    "v1, predicate https://slsa.dev/verification_summary/v1) in a DSSE "
+                    "envelope signed with --vsa-key: PASSED for a verified PASS, FAILED for "
+                    "a verified STOP")
+    ci.add_argument("--vsa-key", type=Path, metavar="KEY",
+                    help="the Ed25519 private key (PEM, mode 0600, as 'topp-gate keygen' "
+                    "writes it) that signs the VSA")
+    ci.add_argument("--vsa-verifier-id", default=None, metavar="URI",
+                    help="the VSA's verifier.id: who verified, e.g. your CI's URI (default: "
+                    "urn:topp-gate:verify)")
+    ci.add_argument("--junit", type=Path, metavar="OUT",
+                    help="write JUnit XML: one test case per row (classname case/path, name "
+                    "the row), stopped rows as failures with their reasons, the verdict and "
+                    "rule set as suite properties")
     parser.add_argument("--regenerate", action="store_true",
                         help="also rebuild every captured input from the bundle's manifest "
                         "(CPU torch generator; needs the gpu extra) and require the same bytes")
@@ -108,11 +126,16 @@ def _verify_with_signer_keys(args: argparse.Namespace, progress: RowProgress
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..core.errors import HarnessError
+    from ..core.errors import HarnessError, UsageError
 
     try:
         return _run(args)
     except HarnessError as err:
+        if not isinstance(err, UsageError) and (args.vsa or args.junit):
+            written = " and ".join(f"--{flag}" for flag in ("vsa", "junit")
+                                   if getattr(args, flag))
+            print(f"topp-gate: no {written} file written: the bundle reached no verdict",
+                  file=sys.stderr)
         if args.json:
             print(json.dumps({"schema": "topp-gate/verify-result/v1", "verified": False,
                               "code": err.code, "exit_code": err.exit_code,
@@ -130,9 +153,12 @@ def _run(args: argparse.Namespace) -> int:
 
         require_gpu_extra("verify --regenerate")
     _require_bundle_folder(args.bundle)
+    vsa_key = _ci_outputs_ready(args)  # usage mistakes before minutes of rerun
     progress = RowProgress("verifying: oracle and gate rerun")
     result, public_key = _verify_with_signer_keys(args, progress)
     progress.finish()
+    if args.vsa or args.junit:
+        _write_ci_outputs(args, result, public_key, vsa_key)
     regenerated = _regenerate(args.bundle, public_key, result) if args.regenerate else None
     if args.json:
         print(json.dumps({**result.to_json(), **_regression_json(result.verdict),
@@ -140,6 +166,46 @@ def _run(args: argparse.Namespace) -> int:
     else:
         _print_text(result, regenerated)
     return EXIT_OK if result.verdict["verdict"] == "PASS" else EXIT_STOP
+
+
+def _ci_outputs_ready(args: argparse.Namespace) -> Any:
+    """Refuse (exit 2) a --vsa without --vsa-key or the reverse, an output folder that does
+    not exist; load the VSA key now. Returns the key, or None without --vsa."""
+    from ..core.errors import UsageError
+
+    if (args.vsa is None) != (args.vsa_key is None):
+        raise UsageError("--vsa OUT and --vsa-key KEY go together")
+    if args.vsa_verifier_id is not None and args.vsa is None:
+        raise UsageError("--vsa-verifier-id needs --vsa OUT")
+    for flag in ("vsa", "junit"):
+        out = getattr(args, flag)
+        if out is not None and not (out.parent if str(out.parent) else Path(".")).is_dir():
+            raise UsageError(f"--{flag} {printable(out)}: its folder does not exist")
+        if out is not None and out.is_dir():
+            raise UsageError(f"--{flag} {printable(out)} is a folder: give a file name")
+    if args.vsa is None:
+        return None
+    from ..capture.signing import load_private_key
+
+    return load_private_key(args.vsa_key, owner_only=True)
+
+
+def _write_ci_outputs(args: argparse.Namespace, result: Verified, public_key: Any,
+                      vsa_key: Any) -> None:
+    """The JUnit XML and the signed VSA of the verdict just verified (harness.ci)."""
+    from ..ci import junit, vsa
+    from ..ci.verified_rows import read_verified
+
+    bundle = read_verified(args.bundle, public_key, result)
+    if args.junit is not None:
+        vsa.write_output(args.junit, junit.document(bundle))
+        print(f"topp-gate: JUnit XML written to {printable(args.junit)}", file=sys.stderr)
+    if args.vsa is not None:
+        statement = vsa.statement(bundle, verifier_id=args.vsa_verifier_id
+                                  or vsa.DEFAULT_VERIFIER_ID)
+        vsa.write_output(args.vsa, vsa.signed_envelope(statement, vsa_key))
+        print(f"topp-gate: VSA ({statement['predicate']['verificationResult']}) written to "
+              f"{printable(args.vsa)}", file=sys.stderr)
 
 
 def _regenerate(path: Path, public_key: Any, result: Any) -> int:

@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from .names import FORCED, ORDINARY, SIDES
+from .regression_rules import REGRESSION_V1
 from .regression_v2 import REGRESSION_V2
 from .terminal import printable
 
@@ -109,17 +110,43 @@ def _forced_failures(result: Mapping[str, Any], side: str) -> list[str]:
     return list(result.get("diagnostics", {}).get(f"{side}_forced_failures", []))
 
 
+def forced_failures_v3(result: Mapping[str, Any], side: str) -> list[str]:
+    """report/v3: a forced row's failures of one side, whatever the rule set records: the
+    named forced rules (``{side}_forced_failures``), else ``forced_failure`` when that side's
+    faults hold it (``regression/v1`` names no rule), and never none for the patched side
+    of a row that stops for ``forced_failure`` (report/v2 read only the named rules, and so
+    showed such a side as holding the forced token)."""
+    info = result.get(side, {})
+    if info.get("status") != "ok":
+        return [str(info.get("status", "missing"))]
+    diagnostics = result.get("diagnostics", {})
+    named = diagnostics.get(f"{side}_forced_failures")
+    if isinstance(named, list):
+        failures = [str(f) for f in named]
+    else:
+        failures = ["forced_failure"] if "forced_failure" in diagnostics.get(
+            f"{side}_faults", []) else []
+    if side == SIDES[1] and not failures and "forced_failure" in result.get("stops", []):
+        failures = ["forced_failure"]
+    return failures
+
+
+ForcedFailures = Callable[[Mapping[str, Any], str], list[str]]
+
+
 def _row_id(result: Mapping[str, Any]) -> str:
     return f"{result.get('case')}[{result.get('row')}]"
 
 
-def summarize(inputs: ReportInputs) -> dict[str, Any]:
-    """Every figure the report shows, as plain data (deterministic; ints and strings)."""
+def summarize(inputs: ReportInputs, failures: ForcedFailures = _forced_failures
+              ) -> dict[str, Any]:
+    """Every figure the report shows, as plain data (deterministic; ints and strings).
+    ``failures`` reads a forced row's failures per side (report/v3: :func:`forced_failures_v3`)."""
     labels, vocabs = case_info(inputs.cases)
     rows = list(inputs.rows)
     forced = [r for r in rows if r.get("kind") == FORCED]
     ordinary = [r for r in rows if r.get("kind") == ORDINARY]
-    forced_table = forced_groups(forced, labels, vocabs)
+    forced_table = forced_groups(forced, labels, vocabs, failures)
     stop_rows: Counter[str] = Counter()
     for r in rows:
         stop_rows.update(r.get("stops", []))
@@ -136,6 +163,7 @@ def summarize(inputs: ReportInputs) -> dict[str, Any]:
         "stop_rows": dict(sorted(stop_rows.items())),
         "forced": forced_table,
         "stock_lost_forced": sum(g["stock_lost_forced"] for g in forced_table),
+        "stock_failed": sum(g["stock_failed"] for g in forced_table),
         "patched_held": sum(g["patched_held"] for g in forced_table),
         "envelope": {side: count_envelope(ordinary, side) for side in SIDES},
         "symdiff": symdiff_comparison(ordinary),
@@ -148,7 +176,8 @@ def summarize(inputs: ReportInputs) -> dict[str, Any]:
 
 
 def forced_groups(forced: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str, int], str],
-                  vocabs: Mapping[str, int]) -> list[dict[str, Any]]:
+                  vocabs: Mapping[str, int], failures: ForcedFailures = _forced_failures
+                  ) -> list[dict[str, Any]]:
     """The forced-rows table: one group per (forced value, vocabulary), in value order."""
     groups: dict[tuple[str, int | None], dict[str, Any]] = {}
     for r in forced:
@@ -159,7 +188,7 @@ def forced_groups(forced: Sequence[Mapping[str, Any]], labels: Mapping[tuple[str
                                     "patched_held": 0, "stock_failures": Counter(),
                                     "patched_failures": Counter()})
         g["rows"] += 1
-        stock_f, patched_f = _forced_failures(r, "stock"), _forced_failures(r, "patched")
+        stock_f, patched_f = failures(r, "stock"), failures(r, "patched")
         g["stock_failures"].update(stock_f)
         g["patched_failures"].update(patched_f)
         g["stock_failed"] += bool(stock_f)
@@ -280,12 +309,22 @@ def backend_label(backend: str, evidence: Mapping[str, Mapping[str, Any] | None]
 # ``report/v2``: every evidence-supplied string (device, versions, evidence keys and values,
 #   the manifest's name and labels) is escaped for Markdown and HTML (:func:`markdown_text`);
 #   it also names the rule set that judged the rows.
+# ``report/v3`` (issue 29): report/v2's escaping, and
+#   - a forced row's failures per side are read whatever the rule set records
+#     (:func:`forced_failures_v3`): a regression/v1 side failing a forced rule, or a patched
+#     side whose row stops for ``forced_failure``, is never shown as holding the forced token;
+#     under regression/v1, which names no forced rule, the table counts the rows on which
+#     each side failed one (whether it lost the forced token is not recorded);
+#   - a pull request judged by ``regression/v1`` is told in the base/change words of
+#     ``regression/v2`` (its own scope, not the fix question's), with the rows the change
+#     stopped on listed by reason.
 
 REPORT_V1 = "report/v1"
 REPORT_V2 = "report/v2"
+REPORT_V3 = "report/v3"
 LEGACY_REPORT = REPORT_V1  # receipts written before report-format ids existed
-DEFAULT_REPORT = REPORT_V2
-REPORT_FORMATS = (REPORT_V1, REPORT_V2)
+DEFAULT_REPORT = REPORT_V3
+REPORT_FORMATS = (REPORT_V1, REPORT_V2, REPORT_V3)
 
 _LEGACY_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
                          " ()+,-./_:=@%'")
@@ -323,7 +362,7 @@ def _intraword(text: str, i: int) -> bool:
 def _text_for(report_format: str) -> Callable[[str], str]:
     if report_format == REPORT_V1:
         return legacy_text
-    if report_format == REPORT_V2:
+    if report_format in (REPORT_V2, REPORT_V3):
         return markdown_text
     raise ValueError(f"unknown report format {report_format!r}")
 
@@ -339,10 +378,18 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def _forced_table(groups: Any, text: Any, sides: tuple[str, str]) -> list[str]:
+def _forced_table(groups: Any, text: Any, sides: tuple[str, str], *, v3: bool = False
+                  ) -> list[str]:
     """The forced rows' table, its columns named by the two sides' words (``stock`` and
     ``patched`` for the fix question, ``base`` and ``change`` for a pull request)."""
     first, second = sides
+    if v3:
+        return _table(["forced value", "vocab", "rows", f"{first} failed a forced rule",
+                       f"{first} failures", f"{second} held", f"{second} failures"],
+                      ([_shown(g["value"], text), g["vocab"], g["rows"],
+                        f"{g['stock_failed']}/{g['rows']}", _counts(g["stock_failures"]),
+                        f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
+                       for g in groups))
     return _table(["forced value", "vocab", "rows", f"{first} lost forced token",
                    f"{first} failures", f"{second} held", f"{second} failures"],
                   ([_shown(g["value"], text), g["vocab"], g["rows"],
@@ -427,8 +474,10 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
     Deterministic. Raises :class:`UnsafeLegacyText` for report/v1 when an evidence string
     cannot be shown safely in that format."""
     text = _text_for(report_format)
-    s = summarize(inputs)
-    change = inputs.rules == REGRESSION_V2  # a change against its base: base/change words
+    v3 = report_format not in (REPORT_V1, REPORT_V2)
+    s = summarize(inputs, forced_failures_v3 if v3 else _forced_failures)
+    # a change against its base: base/change words (report/v3: either regression rule set)
+    change = inputs.rules == REGRESSION_V2 or (v3 and inputs.rules == REGRESSION_V1)
     heads = ("base (stock)", "change (patched)") if change else SIDES
     out = [f"# topp-gate report: {text(s['manifest'])}", ""]
     out += [f"**Verdict: {s['verdict']}**", ""]
@@ -444,14 +493,27 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
     out += ["", f"Backend: {backend_label(inputs.backend, inputs.evidence, text)}.", "",
             f"Rows judged: {s['rows']} ({s['forced_rows']} forced, {s['ordinary_rows']} "
             f"ordinary or boundary); rows stopped: {s['rows_stopped']}.", "",
-            REGRESSION_V2_SCOPE if change else
+            _change_scope(inputs.rules) if change else
             "Passing proves only that the forced masking defect is fixed without a detected "
             "regression against the bounded ordinary-row contract; it does not prove exact "
             "top-p behaviour in general.", ""]
 
-    out += regression_v2_lines(inputs, text) if change else base_defect_lines(inputs, text)
+    if inputs.rules == REGRESSION_V2:
+        out += regression_v2_lines(inputs, text)
+    elif change:  # report/v3, regression/v1
+        out += base_defect_lines(inputs, text) + stopped_rows_lines(inputs, text)
+    else:
+        out += base_defect_lines(inputs, text)
     out += ["## Forced rows", ""]
-    if s["forced"] and change:
+    if s["forced"] and change and inputs.rules == REGRESSION_V1:  # report/v3 only
+        # regression/v1 names no forced rule (its faults say only ``forced_failure``), so
+        # whether a side lost the forced token is unknown: count the rows it failed
+        out += [f"The base failed a forced rule on {s['stock_failed']} of "
+                f"{s['forced_rows']} forced rows; the change held on {s['patched_held']} of "
+                f"{s['forced_rows']}. The base's failures are its defects (listed above); "
+                "the change's are judged against the base's.", ""]
+        out += _forced_table(s["forced"], text, ("base", "change"), v3=True)
+    elif s["forced"] and change:
         out += [f"The base lost the forced token on {s['stock_lost_forced']} of "
                 f"{s['forced_rows']} forced rows; the change held on {s['patched_held']} of "
                 f"{s['forced_rows']}. The base's failures are its defects (listed above); the "
@@ -538,6 +600,33 @@ REGRESSION_V2_SCOPE = (
     "no fault the base does not have, no oracle token the base kept and the change drops, no "
     "growth of missing oracle tokens, symmetric difference or binary64 mass outside or "
     "dropped, no rewritten kept value. It does not prove the base or the change correct.")
+
+
+REGRESSION_V1_SCOPE = (
+    "Judged as a change (patched) against its base (stock): each side alone against the "
+    "oracle, then the change stops a row the base does not fail where it has a fault, and "
+    "any row where its symmetric difference from the oracle grows or it rewrites a kept "
+    "value. Passing proves only that the change introduces no such regression against its "
+    "base; it does not prove the base or the change correct.")
+
+
+def _change_scope(rules: str | None) -> str:
+    return REGRESSION_V1_SCOPE if rules == REGRESSION_V1 else REGRESSION_V2_SCOPE
+
+
+def stopped_rows_lines(inputs: ReportInputs, text: Callable[[str], str]) -> list[str]:
+    """report/v3, ``regression/v1``: the rows the change stopped on, by reason (reasons
+    sorted, rows in judged order), as ``regression/v2`` lists its ``broken_rows``."""
+    broken: dict[str, list[str]] = {}
+    for result in inputs.rows:
+        for reason in result.get("stops", []):
+            broken.setdefault(str(reason), []).append(_row_id(result))
+    lines = ["## Rows the change broke", ""]
+    if not broken:
+        return lines + ["The change broke no row.", ""]
+    lines += [f"- `{reason}` ({len(broken[reason])}): "
+              + ", ".join(text(r) for r in broken[reason]) for reason in sorted(broken)]
+    return lines + [""]
 
 
 def _mass(result: Mapping[str, Any], key: str) -> str:

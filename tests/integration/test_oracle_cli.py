@@ -193,6 +193,11 @@ def test_k_json_lines_carry_k_and_k_alone_is_top_k_only(tmp_path, capsys):
     (["--k", "2", "--p", "0"], "invalid_p"),
     (["--k", "2", "--p", "nan"], "invalid_p"),
     ([], "usage"),
+    # issue 29: p above 1 was accepted silently beside --k (read as "no top-p")
+    (["--k", "3", "--p", "1.5"], "invalid_p: p=1.5 is above 1; it must be in (0, 1]"),
+    (["--k", "3", "--p", "1.0000002"], "it must be in (0, 1]"),
+    (["--p", "1.5"], "invalid_p: p=1.5 is above 1"),
+    (["--p", "1"], "invalid_p: p=1 keeps every token: give --k K"),
 ])
 def test_bad_k_or_missing_p_exits_2(tmp_path, capsys, args, needle):
     f = write_f32(tmp_path / "x.f32", [0.0, 1.0])

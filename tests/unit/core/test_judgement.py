@@ -85,7 +85,7 @@ def test_changed_values_pure_equals_numpy(triples):
 def test_a_v3_bundle_is_judged_by_the_rule_set_its_manifest_names(tmp_path):
     synthetic.write_v3(tmp_path / "b")
     result = verify_bundle(tmp_path / "b", PUB, workers=1)
-    assert (result.rules, result.report_format) == ("seed/v2", "report/v2")
+    assert (result.rules, result.report_format) == ("seed/v2", "report/v3")
     assert result.verdict["verdict"] == "PASS"
 
 

@@ -1,0 +1,90 @@
+"""``verify --junit OUT``: the verified rows as JUnit XML, the report format Buildkite's and
+GitHub's test views read.
+
+One ``testsuite`` per bundle (named by its manifest), one ``testcase`` per judged row:
+``classname`` is the case and the dispatch path the patched side had to prove
+(``forced-v64/split``), ``name`` the row (``forced-v64[0]``). A row that stopped is a
+``failure`` whose ``type`` is its first stop reason and whose ``message`` lists them all; a
+run-level stop (no row, such as ``run_timeout``) is a failing ``testcase`` named ``run``.
+A row the base already fails (regression rule sets) passes or fails by the change's stops;
+its base faults are written in its ``system-out``. Suite properties name the verdict, rule
+set, report format, the statement's sha256 and the manifest's.
+
+The layout is the one of the Jenkins xunit plugin's ``junit-10.xsd`` (vendored under
+tests/assets/junit/, which the tests validate against). Every string from the evidence
+passes through :func:`harness.core.terminal.printable` (no control character reaches the
+XML) and ElementTree's escaping.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import TYPE_CHECKING, Any
+
+from ..core.names import SIDES
+from ..core.terminal import printable
+
+if TYPE_CHECKING:
+    from .verified_rows import VerifiedBundle
+
+
+def _text(value: object) -> str:
+    return printable(str(value))
+
+
+def _row_detail(row: dict[str, Any]) -> str:
+    oracle = row.get("oracle", {})
+    count = oracle.get("count") if oracle.get("status") == "certified" else oracle.get("status")
+    sides = "; ".join(f"{side}: {row.get(side, {}).get('status', 'missing')}, kept "
+                      f"{row.get(side, {}).get('kept', '-')}" for side in SIDES)
+    return f"stops: {', '.join(row.get('stops', []))}; oracle keeps {count}; {sides}"
+
+
+def document(bundle: VerifiedBundle) -> bytes:
+    """The JUnit XML file's bytes (UTF-8, with its declaration)."""
+    result = bundle.result
+    verdict = result.verdict
+    name = _text(bundle.manifest.data.get("name", result.path))
+    rows = bundle.rows
+    attributed = {str(s) for row in rows for s in row.get("stops", [])}
+    run_level = [str(r) for r in verdict.get("reasons", []) if str(r) not in attributed]
+    failures = sum(bool(row.get("stops")) for row in rows) + bool(run_level)
+    tests = len(rows) + bool(run_level)
+    seconds = f"{sum(result.seconds.values()):.3f}"
+
+    root = ET.Element("testsuites", {"name": "topp-gate verify", "tests": str(tests),
+                                     "failures": str(failures), "errors": "0",
+                                     "time": seconds})
+    suite = ET.SubElement(root, "testsuite", {
+        "name": name, "tests": str(tests), "failures": str(failures), "errors": "0",
+        "skipped": "0", "time": seconds})
+    properties = ET.SubElement(suite, "properties")
+    for key, value in (("verdict", verdict["verdict"]), ("rules", result.rules),
+                       ("report_format", result.report_format),
+                       ("reasons", ", ".join(verdict.get("reasons", [])) or "none"),
+                       ("statement_sha256", result.payload_sha256),
+                       ("manifest_sha256", result.manifest_sha256),
+                       ("signer_keyid", result.keyid)):
+        ET.SubElement(properties, "property", {"name": key, "value": _text(value)})
+    for row in rows:
+        case = _text(row.get("case"))
+        path = _text(bundle.manifest.dispatch(SIDES[1], str(row.get("case"))))
+        case_el = ET.SubElement(suite, "testcase", {
+            "classname": f"{case}/{path}", "name": f"{case}[{_text(row.get('row'))}]"})
+        stops = [_text(s) for s in row.get("stops", [])]
+        if stops:
+            failure = ET.SubElement(case_el, "failure", {"type": stops[0],
+                                                         "message": ", ".join(stops)})
+            failure.text = _text(_row_detail(row))
+        base_faults = row.get("diagnostics", {}).get("stock_faults")
+        if base_faults:
+            out = ET.SubElement(case_el, "system-out")
+            out.text = "base defect (the base already fails this row): " + ", ".join(
+                _text(f) for f in base_faults)
+    if run_level:
+        case_el = ET.SubElement(suite, "testcase", {"classname": name, "name": "run"})
+        failure = ET.SubElement(case_el, "failure", {"type": run_level[0],
+                                                     "message": ", ".join(run_level)})
+        failure.text = "run-level condition: " + ", ".join(run_level)
+    ET.indent(root)
+    return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True)) + b"\n"
