@@ -8,8 +8,9 @@ RUN is a ``topp-gate mutate`` folder or a ``.tar.xz`` of one (default: the commi
 H200 pr-cuda-v4 part 2 archive, seven bundles of one run, key 5). Both passes run the same
 check (:func:`harness.capture.mutation_check.check_summary`) on the same extracted folder,
 the uncached pass first (a disk cache it warms may favour the cached pass by the time it
-takes to read the files, well under a second); the two summaries must be equal. ``--workers``: oracle-rerun processes per bundle
-(default 1: the ratio is then not blurred by how busy the other core is).
+takes to read the files, well under a second); the two summaries must be equal.
+``--workers``: oracle-rerun processes per bundle (default 1: the ratio is then not blurred
+by how busy the other core is).
 """
 
 from __future__ import annotations
