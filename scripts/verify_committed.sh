@@ -4,10 +4,14 @@
 # evidence/verdicts.tsv records. `topp-gate verify` exits 0 for a verified PASS, 1 for a
 # verified STOP, 4 when verification fails, 2 on bad usage: here 1 is success when STOP is
 # expected. A bundle folder with no line in the table fails, so none is skipped silently.
+# Bundles are verified $VERIFY_JOBS at a time (default: one per CPU), each with one worker;
+# each bundle's output is printed whole and in table order, and every failure is reported
+# and fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tool=${1:-topp-gate}
 table=evidence/verdicts.tsv
+jobs=${VERIFY_JOBS:-$(nproc)}
 
 declare -A want key
 while IFS=$'\t' read -r path pub verdict; do
@@ -28,15 +32,38 @@ done
 for path in "${!want[@]}"; do
   [ -d "$path" ] || { echo "verify_committed: $table names $path, which is missing" >&2; exit 1; }
 done
-for bundle in "${bundles[@]}"; do
-  path=${bundle%/}
-  set +e
-  "$tool" verify "$path" --pubkey "${key[$path]}"
-  rc=$?
-  set -e
+# verify in the background, VERIFY_JOBS at a time: bundle i's output in $out/i.log, its
+# exit code in $out/i.rc (written last, by rename, so a present .rc means a whole log)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# shellcheck disable=SC2016  # expanded by the inner sh, from its own arguments
+one='"$0" verify "$2" --pubkey "$3" --workers 1 > "$OUT/$1.log" 2>&1; echo $? > "$OUT/$1.part"
+     mv "$OUT/$1.part" "$OUT/$1.rc"'
+for i in "${!bundles[@]}"; do
+  path=${bundles[$i]%/}
+  printf '%s %s %s\n' "$i" "$path" "${key[$path]}"
+done | OUT=$out xargs -P "$jobs" -n 3 sh -c "$one" "$tool" &
+launcher=$!
+failed=0
+for i in "${!bundles[@]}"; do
+  path=${bundles[$i]%/}
+  while [ ! -e "$out/$i.rc" ] && kill -0 "$launcher" 2> /dev/null; do sleep 0.2; done
+  if [ ! -e "$out/$i.rc" ]; then
+    echo "verify_committed: $path: no exit code (the verifying process did not finish)" >&2
+    failed=$((failed + 1))
+    continue
+  fi
+  cat "$out/$i.log"
+  rc=$(cat "$out/$i.rc")
   case "${want[$path]}:$rc" in
     PASS:0|STOP:1) echo "$path: verified, verdict ${want[$path]} as expected" ;;
-    *) echo "verify_committed: $path: exit $rc, expected a verified ${want[$path]}" >&2; exit 1 ;;
+    *) echo "verify_committed: $path: exit $rc, expected a verified ${want[$path]}" >&2
+       failed=$((failed + 1)) ;;
   esac
 done
+wait "$launcher" || true  # xargs exits non-zero when a verify did; each was judged above
+if [ "$failed" -ne 0 ]; then
+  echo "verify_committed: $failed of ${#bundles[@]} bundles failed" >&2
+  exit 1
+fi
 echo "verify_committed: ${#bundles[@]} bundles verified"

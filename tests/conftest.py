@@ -2,6 +2,22 @@ import pytest
 
 
 def pytest_collection_modifyitems(config, items):
+    """Files holding a slow test first; GPU tests skipped cleanly without CUDA."""
+    _slow_files_first(items)
+    _skip_gpu_without_cuda(items)
+
+
+def _slow_files_first(items):
+    """A stable sort, so each file's tests keep their order: the files with a ``slow`` test
+    (minutes each: kernels in Triton's interpreter, full-size bundles) start first, and the
+    many short files fill the end. scripts/test runs pytest-xdist with ``--dist loadfile``,
+    which hands files to the workers in this order; a long file handed out last would leave
+    the other worker idle for its whole length."""
+    slow = {item.path for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: item.path not in slow)
+
+
+def _skip_gpu_without_cuda(items):
     """GPU tests are skipped cleanly without CUDA (checked lazily, torch only if installed)."""
     gpu_items = [i for i in items if "gpu" in i.keywords]
     if not gpu_items:

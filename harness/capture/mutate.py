@@ -210,13 +210,16 @@ def _judged(name: str, options: Options, public_key: Any, manifest: Path) -> dic
     """Verify one bundle offline and read what the summary records of it."""
     from ..core.errors import HarnessError
     from ..core.verify import open_bundle, verify_bundle
+    from .row_memo import process_memo
 
     bundle = options.out / "bundles" / name
     if not bundle.is_dir():
         return {"bundle": None, "verified": False, "error": "no bundle was written"}
     try:
-        # two worker processes: the rerun leaves the thread (and its GIL) to the others
-        verified = verify_bundle(bundle, public_key, frozen_manifest=manifest, workers=2)
+        # two worker processes: the rerun leaves the thread (and its GIL) to the others; the
+        # rows a mutant left as the base's are recalled from this process's memo
+        verified = verify_bundle(bundle, public_key, frozen_manifest=manifest, workers=2,
+                                 row_memo=process_memo())
     except HarnessError as err:
         return {"bundle": _rel(bundle, options.out), "verified": False, "error": str(err)}
     view = open_bundle(bundle, public_key)

@@ -27,6 +27,11 @@ summary naming one PASS bundle twice, as the base and as a "killed" mutant, and 
   another torch build gives 30547 where the device's gave 30548 on a tie-heavy batch.
 
 Any difference is a :class:`~harness.core.errors.VerificationError` (exit 4, one line).
+
+Every bundle of a run ran the same inputs, so a row judged in an earlier bundle (or an
+earlier run checked by this process) with every byte equal is taken from
+:mod:`harness.capture.row_memo` rather than judged again; the rows recomputed or recalled
+are compared with each bundle's recorded rows all the same.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from ..core.errors import (
     VerificationError,
     wrap_as,
 )
+from .row_memo import RowMemo, process_memo
 
 MAX_SUMMARY_BYTES = 16 << 20
 SAID_BY = "mutation summary"
@@ -261,11 +267,14 @@ class _View:
 
 def check_summary(folder: Path, public_key: Any, *, roots: Sequence[Path] = (),
                   progress: Callable[[str], None] | None = None,
-                  workers: int | None = 1) -> dict[str, Any]:
+                  workers: int | None = 1,
+                  row_memo: RowMemo | None = process_memo()) -> dict[str, Any]:
     """Re-verify a mutation folder and recompute every claim of its signed summary (see the
     module's docstring). Returns the summary. ``roots``: the repositories the frozen PR
     manifest may come from; ``progress``: called with one line per verified bundle;
-    ``workers``: oracle-rerun processes per bundle (None: every usable CPU)."""
+    ``workers``: oracle-rerun processes per bundle (None: every usable CPU); ``row_memo``:
+    rows judged earlier in this process (default: the process's memo; None: judge every
+    row afresh)."""
     from ..core.safeio import read_regular_file
 
     # an unreadable summary or envelope (missing, a FIFO, too large): a UsageError, as before
@@ -277,7 +286,7 @@ def check_summary(folder: Path, public_key: Any, *, roots: Sequence[Path] = (),
                  failing_closed="checking a mutation summary"):
         summary = _read_summary(envelope, written, public_key)
         return _check(folder, summary, public_key, tuple(roots),
-                      progress or (lambda _line: None), workers)
+                      progress or (lambda _line: None), workers, row_memo)
 
 
 def _read_summary(envelope: bytes, written: bytes, public_key: Any) -> dict[str, Any]:
@@ -302,7 +311,8 @@ def _read_summary(envelope: bytes, written: bytes, public_key: Any) -> dict[str,
 
 
 def _check(folder: Path, summary: dict[str, Any], public_key: Any, roots: tuple[Path, ...],
-           progress: Callable[[str], None], workers: int | None) -> dict[str, Any]:
+           progress: Callable[[str], None], workers: int | None,
+           row_memo: RowMemo | None) -> dict[str, Any]:
     from ..core.manifest import load_manifest
 
     catalogue = catalogue_entries(summary.get("catalogue"))
@@ -341,7 +351,8 @@ def _check(folder: Path, summary: dict[str, Any], public_key: Any, roots: tuple[
         _differ(f"entry {eid} manifest", entry.get("manifest"),
                 {"path": base["manifest"]["path"] if eid == BASE_ID
                  else f"manifests/{eid}.json", "sha256": sha256_hex(manifest_raw)})
-        view, verified = _verified(folder, eid, entry, public_key, manifest_path, workers)
+        view, verified = _verified(folder, eid, entry, public_key, manifest_path, workers,
+                                   row_memo)
         _once(seen["payload"], "signed bundle payload", verified.payload_sha256)
         progress(f"{folder.name}: {eid} verified ({number + 1} of {len(entries)}, "
                  f"{verified.verdict['verdict']})")
@@ -421,13 +432,14 @@ def _mutant_manifest(folder: Path, eid: str, entry: dict[str, Any],
 
 
 def _verified(folder: Path, eid: str, entry: dict[str, Any], public_key: Any,
-              manifest: Path, workers: int | None) -> tuple[_View, Any]:
+              manifest: Path, workers: int | None,
+              row_memo: RowMemo | None) -> tuple[_View, Any]:
     from ..core.verify import open_bundle, verify_bundle
 
     bundle = summary_path(folder, entry["bundle"])
     with wrap_as(MalformedEvidenceError, f"bundle {entry['bundle']}: "):
         verified = verify_bundle(bundle, public_key, frozen_manifest=manifest,
-                                 workers=workers)
+                                 workers=workers, row_memo=row_memo)
     view = open_bundle(bundle, public_key)
     _differ(f"bundle {entry['bundle']} payload (read twice)", view.payload_sha256,
             verified.payload_sha256)

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import ShapeError, UsageError
 from .f32 import FLOAT32_BYTES, decode
@@ -176,35 +176,57 @@ def judge_task(task: _Task) -> dict[str, Any]:
 
 
 
+class RowMemo(Protocol):
+    """A caller's memo of judged rows, held in the caller's process: ``get`` gives what
+    :func:`judge_task` returned for an identical task (every field, bytes included) or None;
+    ``put`` records a result this process just computed (``harness.capture.row_memo``)."""
+
+    def get(self, task: _Task) -> dict[str, Any] | None: ...
+
+    def put(self, task: _Task, result: dict[str, Any]) -> None: ...
+
+
 def judge_cases(cases: Iterable[CaseBytes], *, workers: int = 1, fast: bool = False,
                 progress: Callable[[int], None] | None = None,
-                rules: str = LEGACY_RULES) -> list[dict[str, Any]]:
+                rules: str = LEGACY_RULES, memo: RowMemo | None = None) -> list[dict[str, Any]]:
     """Per-row gate results for every row of every case, in order, by rule set ``rules``.
 
     ``workers > 1`` judges rows in worker processes; the list is identical to a serial run.
     ``progress`` is called with 1 after each row is judged. Rows are taken from ``cases``
     lazily and at most ``2 * workers`` are in flight, so memory holds one case plus a few
-    rows, however many cases there are (``verify`` streams cases through this).
+    rows, however many cases there are (``verify`` streams cases through this). ``memo``: a
+    row whose whole task it has seen is taken from it instead of judged again.
     """
     rule_set(rules)  # an unknown id is refused before any row is judged
     work = tasks(cases, fast=fast, rules=rules)
     results: list[dict[str, Any]] = []
     if workers <= 1:
         for task in work:
-            results.append(judge_task(task))
+            found = memo.get(task) if memo is not None else None
+            if found is None:
+                found = judge_task(task)
+                if memo is not None:
+                    memo.put(task, found)
+            results.append(found)
             if progress:
                 progress(1)
         return results
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: deque[Future[dict[str, Any]]] = deque()
+        pending: deque[tuple[_Task, Future[dict[str, Any]] | dict[str, Any]]] = deque()
 
         def collect() -> None:
-            results.append(pending.popleft().result())
+            task, job = pending.popleft()
+            if isinstance(job, Future):
+                job = job.result()
+                if memo is not None:
+                    memo.put(task, job)
+            results.append(job)
             if progress:
                 progress(1)
 
         for task in work:
-            pending.append(pool.submit(judge_task, task))
+            found = memo.get(task) if memo is not None else None
+            pending.append((task, found if found is not None else pool.submit(judge_task, task)))
             if len(pending) >= 2 * workers:
                 collect()
         while pending:

@@ -46,7 +46,7 @@ from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -84,6 +84,9 @@ from .verify_bindings import (
     judgement,
 )
 from .verify_rerun import check_report, rerun
+
+if TYPE_CHECKING:
+    from .judge import RowMemo
 
 __all__ = [
     "UnsafeBundleView",
@@ -202,7 +205,8 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
                   fast: bool | None = None,
                   progress: Callable[[int], None] | None = None,
                   require_rules: Collection[str] | None = None,
-                  require_library_binding: bool = False) -> Verified:
+                  require_library_binding: bool = False,
+                  row_memo: RowMemo | None = None) -> Verified:
     """Verify the bundle at ``path``; return what was verified or raise VerificationError.
 
     A problem with ``frozen_manifest`` itself (missing, not a regular file, not frozen) is
@@ -211,13 +215,14 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
     4) before its rows are rerun; an empty collection or an id no rule set has is a
     UsageError. ``require_library_binding``: refuse (exit 4) a bundle with a run-time built
     library that its evidence does not bind to the pinned sources (legacy evidence).
+    ``row_memo``: the caller's memo of rows judged in this process (:class:`.judge.RowMemo`).
     """
     frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
     required = _required_rules(require_rules)
     with wrap_as(MalformedEvidenceError, failing_closed="verifying"):
         return _verify(Path(path), public_key, strict, frozen,
                        worker_count(workers), fast, progress, required,
-                       require_library=require_library_binding)
+                       require_library=require_library_binding, row_memo=row_memo)
 
 
 def _required_rules(require_rules: Collection[str] | None) -> tuple[str, ...] | None:
@@ -242,7 +247,7 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
             workers: int, fast: bool | None,
             progress: Callable[[int], None] | None,
             required: tuple[str, ...] | None = None, *,
-            require_library: bool = False) -> Verified:
+            require_library: bool = False, row_memo: RowMemo | None = None) -> Verified:
     clock = time.perf_counter
     seconds: dict[str, float] = {}
     start = clock()
@@ -278,7 +283,7 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
     seconds["checks"] = clock() - start
     start = clock()
     rows, final = rerun(artifacts, layout, predicate, workers, fast, progress, rules,
-                        manifest)
+                        manifest, row_memo)
     check_report(artifacts, manifest, layout, predicate, rows, final, rules, report_format)
     seconds["rerun"] = clock() - start
     return Verified(

@@ -9,7 +9,7 @@ path); every failure is a :class:`~harness.core.errors.VerificationError`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bundle import evidence_name, output_name
 from .digest import sha256_hex
@@ -19,6 +19,9 @@ from .names import SIDES, SPLIT
 from .strictjson import loads_strict
 from .verify_artifacts import REPORT_MD, REPORT_PNG, Artifacts, plain
 from .verify_bindings import case_paths, short
+
+if TYPE_CHECKING:
+    from .judge import RowMemo
 
 
 def _first_difference(said: Any, found: Any, path: str = "") -> tuple[str, Any, Any]:
@@ -100,7 +103,8 @@ def check_kept_values(side: str, case: str, logits: bytes, output: bytes | str, 
 
 def rerun(artifacts: Artifacts, layout: list[Any], predicate: dict[str, Any], workers: int,
            fast: bool | None, progress: Callable[[int], None] | None, rules: str,
-           manifest: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+           manifest: Any, memo: RowMemo | None = None
+           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from .judge import judge_cases
     from .oracle import numpy_available
     from .rulesets import rule_set
@@ -109,7 +113,7 @@ def rerun(artifacts: Artifacts, layout: list[Any], predicate: dict[str, Any], wo
     with wrap_as(MalformedEvidenceError, "rerun refused the captured bytes: "):
         rows = judge_cases(_captured_cases(artifacts, layout, predicate, manifest, use_fast),
                            workers=workers,
-                           fast=use_fast, progress=progress, rules=rules)
+                           fast=use_fast, progress=progress, rules=rules, memo=memo)
     recorded_rows = predicate["rows"]
     if len(rows) != len(recorded_rows):
         raise BindingMismatchError("number of judged rows", str(len(recorded_rows)),

@@ -85,8 +85,8 @@ def test_oracle_prints_nothing_when_a_later_row_is_bad(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("prefix", ["", "."])
-def test_keygen_refuses_a_prefix_that_names_no_file(tmp_path, capsys, prefix):
-    os.chdir(tmp_path)
+def test_keygen_refuses_a_prefix_that_names_no_file(tmp_path, capsys, monkeypatch, prefix):
+    monkeypatch.chdir(tmp_path)  # restored after: later tests of this worker keep their cwd
     assert main(["keygen", "--out", prefix]) == EXIT_USAGE
     assert "names no file" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
