@@ -78,14 +78,16 @@ def _shown(path: Path, root: Path) -> str:
 Result = BundleModel | RefusedBundle | MutationRun | RefusedRun
 
 
-def run_task(task: Task, extra_keys: Sequence[bytes] = ()) -> list[Result]:
-    """One task in a worker: verify, then model (never raises a HarnessError)."""
+def run_task(task: Task, extra_keys: Sequence[bytes] = (), lines: Any = None) -> list[Result]:
+    """One task in a worker: verify, then model (never raises a HarnessError). ``lines``:
+    a queue for progress lines from inside a long task (a mutation run's bundles)."""
     keys = [_key(k) for k in extra_keys]
     if task.kind == "bundle":
         return [_bundle(task.path, task.shown, task.group, task.pubkey, keys)]
     if task.kind == "archive":
         return _archive(task, keys)
-    return [_mutation(task, keys)]
+    say: Callable[[str], None] = (lambda _l: None) if lines is None else lines.put
+    return [_mutation(task, keys, say)]
 
 
 def _key(pem: bytes) -> Any:
@@ -133,7 +135,8 @@ def _archive(task: Task, keys: list[Any]) -> list[Result]:
                               task.shown)]
 
 
-def _mutation(task: Task, keys: list[Any]) -> MutationRun | RefusedRun:
+def _mutation(task: Task, keys: list[Any], say: Callable[[str], None]
+              ) -> MutationRun | RefusedRun:
     from ..capture.mutate import mutation_folder
     from ..core.errors import SignatureError
     from ..core.keys import project_public_keys
@@ -145,7 +148,7 @@ def _mutation(task: Task, keys: list[Any]) -> MutationRun | RefusedRun:
         with mutation_folder(task.path) as folder:
             for key in candidates:
                 try:
-                    return _mutation_run(task, folder, key, root)
+                    return _mutation_run(task, folder, key, root, say)
                 except SignatureError as err:
                     last = err
                     continue
@@ -162,14 +165,16 @@ def _mutation(task: Task, keys: list[Any]) -> MutationRun | RefusedRun:
     return RefusedRun(task.shown, last.code, printable(str(last)))
 
 
-def _mutation_run(task: Task, folder: Path, key: Any, root: Path) -> MutationRun:
+def _mutation_run(task: Task, folder: Path, key: Any, root: Path,
+                  say: Callable[[str], None]) -> MutationRun:
     from ..capture.mutant_outputs import changed_rows
     from ..capture.mutation_check import check_summary, summary_path
     from ..core.keys import keyid
     from ..core.safeio import read_regular_file
     from ..core.verify import open_bundle
 
-    s = check_summary(folder, key, roots=(root,), workers=1)
+    s = check_summary(folder, key, roots=(root,), workers=1,
+                      progress=lambda line: say(f"{task.shown}: {line}"))
     base = open_bundle(summary_path(folder, s["base"]["bundle"]), key)
     survivors = set(s["survivors"])
     mutants = []
@@ -204,7 +209,7 @@ def build(tasks: Sequence[Task], *, workers: int | None = None,
     evidence = Evidence()
     count = workers or len(os.sched_getaffinity(0))
     done = 0
-    for task, results in _results(tasks, count, extra_keys):
+    for task, results in _results(tasks, count, extra_keys, progress):
         done += 1
         for result in results:
             if isinstance(result, (MutationRun, RefusedRun)):
@@ -218,21 +223,44 @@ def build(tasks: Sequence[Task], *, workers: int | None = None,
     return evidence
 
 
-def _results(tasks: Sequence[Task], count: int, extra_keys: Sequence[bytes]
-             ) -> Iterator[tuple[Task, list[Result]]]:
+def _results(tasks: Sequence[Task], count: int, extra_keys: Sequence[bytes],
+             progress: Callable[[str], None]) -> Iterator[tuple[Task, list[Result]]]:
     if count <= 1 or len(tasks) <= 1:
         for task in tasks:
-            yield task, run_task(task, extra_keys)
+            yield task, run_task(task, extra_keys, _Say(progress))
         return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, wait
+
     # the longest first (mutation runs, archives), so the pool's tail is short
     ordered = sorted(tasks, key=lambda t: t.kind == "bundle")
-    with ProcessPoolExecutor(max_workers=count) as pool:
-        futures: dict[Future[list[Result]], Task] = {
-            pool.submit(run_task, t, tuple(extra_keys)): t for t in ordered}
-        from concurrent.futures import as_completed
+    with multiprocessing.Manager() as manager, ProcessPoolExecutor(max_workers=count) as pool:
+        lines = manager.Queue()
+        pending: dict[Future[list[Result]], Task] = {
+            pool.submit(run_task, t, tuple(extra_keys), lines): t for t in ordered}
+        while pending:
+            done, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            _drain(lines, progress)
+            for future in done:
+                yield pending.pop(future), future.result()
+        _drain(lines, progress)
 
-        for future in as_completed(futures):
-            yield futures[future], future.result()
+
+class _Say:
+    """A queue's ``put`` for the in-process path: the line goes straight to progress."""
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        self.put = lambda line: progress(f"  {line}")
+
+
+def _drain(lines: Any, progress: Callable[[str], None]) -> None:
+    import queue
+
+    while True:
+        try:
+            progress(f"  {lines.get_nowait()}")
+        except queue.Empty:
+            return
 
 
 def _said(result: Result) -> str:

@@ -50,6 +50,7 @@ code{font-size:90%}
 """.strip()
 _STYLE_HASH = base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()
 CSP = f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; img-src 'none'"
+REFUSED_COLUMN = "did not verify"
 ROWS_LISTED = 3000  # the all-rows table lists at most this many rows; the page says so
 
 
@@ -101,8 +102,9 @@ def _findings(ev: Evidence) -> list[str]:
         stopped = [b.sides[STOCK].version for b in sweep if b.verdict == "STOP"]
         passed = [b.sides[STOCK].version for b in sweep if b.verdict == "PASS"]
         out.append(f"Release sweep: {len(stopped)} of {len(sweep)} vLLM releases stop against "
-                   f"the fixed release ({_e(_span(stopped))}); "
-                   f"{_e(_span(passed)) or 'none'} pass.")
+                   "the fixed release"
+                   + (f" ({_e(_span(stopped))})" if stopped else "")
+                   + f"; {len(passed)} pass" + (f" ({_e(_span(passed))})." if passed else "."))
     deploy = [b for b in verified if b.group == "deploy"]
     if deploy:
         reasons = sorted({r for b in deploy for r in b.reasons})
@@ -150,20 +152,22 @@ def _grid(ev: Evidence) -> list[str]:
     cells: dict[tuple[str, str], dict[str, list[BundleModel | RefusedBundle]]] = defaultdict(
         lambda: defaultdict(list))
     paths: set[str] = set()
+    refused = [b for b in ev.bundles if isinstance(b, RefusedBundle)]
     for b in ev.bundles:
         if isinstance(b, RefusedBundle):
-            cells[("refused", "(did not verify)")]["-"].append(b)
-            paths.add("-")
             continue
         side = b.sides[STOCK]
         for path in side.proven or ("unproven",):
             cells[(side.family, side.version)][path].append(b)
             paths.add(path)
-    columns = sorted(paths)
+    if refused:  # in a column and row of their own: a refused bundle's claims place nothing
+        cells[("(refused)", "(did not verify)")][REFUSED_COLUMN] = list(refused)
+    columns = sorted(paths) + ([REFUSED_COLUMN] if refused else [])
     out = ['<table id="grid">',
            "<tr><th>implementation</th><th>release</th>"
            + "".join(f"<th>{_e(p)}</th>" for p in columns) + "</tr>"]
-    for (family, version) in sorted(cells, key=lambda k: (k[0], _version_key(k[1]))):
+    for (family, version) in sorted(cells, key=lambda k: (k[0] == "(refused)", k[0],
+                                                          _version_key(k[1]))):
         row = cells[(family, version)]
         tds = []
         for p in columns:
