@@ -13,7 +13,7 @@ envelope's key id names first, as ``topp-gate verify`` does without ``--pubkey``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -86,15 +86,16 @@ def _candidate_keys(path: Path, pubkey: Path | None,
     return keys
 
 
-def checked(path: Path, *, pubkey: Path | None = None,
+def checked(path: Path, *, pubkey: Path | None = None, key: Ed25519PublicKey | None = None,
             extra_keys: Sequence[Ed25519PublicKey] = (), frozen_manifest: Path | None = None,
             workers: int | None = 1,
             progress: Callable[[int], None] | None = None) -> Checked | Refused:
-    """Verify the bundle at ``path`` (once per process) and open what was verified."""
+    """Verify the bundle at ``path`` (once per process) and open what was verified: with
+    ``key`` or the key file ``pubkey`` when given, else each trusted key in turn."""
     from ..core.keys import keyid
 
     try:
-        keys = _candidate_keys(path, pubkey, extra_keys)
+        keys = [key] if key is not None else _candidate_keys(path, pubkey, extra_keys)
     except HarnessError as err:
         return Refused(path, err.code, printable(str(err)))
     memo = (str(path.resolve()), ",".join(keyid(k) for k in keys))
@@ -137,6 +138,16 @@ def _check(path: Path, keys: Sequence[Ed25519PublicKey], frozen_manifest: Path |
     return Refused(path, last.code, printable(str(last)))
 
 
-def keys_for(paths: Sequence[Path], table: Mapping[Path, Path]) -> dict[Path, Path | None]:
-    """Each bundle's key from the table, or None (try the trusted keys)."""
-    return {p: table.get(p.resolve()) for p in paths}
+def verified_view(path: Path, key: Ed25519PublicKey, *,
+                  workers: int | None = None) -> UnsafeBundleView:
+    """For the README section scripts: the view of a bundle verified with ``key`` in this
+    process (rerun included); a bundle that does not verify is a SectionInputError naming
+    it and the core's reason (the scripts' exit 2), so no section is built from it."""
+    from ..core.errors import SectionInputError
+    from ..core.limits import default_workers
+
+    result = checked(path, key=key, workers=workers or default_workers())
+    if isinstance(result, Refused):
+        raise SectionInputError(f"bundle {printable(path.name)} does not verify: "
+                                f"{result.reason}")
+    return result.view
