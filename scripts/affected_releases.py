@@ -6,13 +6,11 @@
     .venv/bin/python scripts/affected_releases.py --write README.md  # replace it in place
 
 Reads every bundle under ``evidence/sweep/bundles/*/`` (``--bundles DIR`` to change)
-through ``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``,
-default ``evidence/keys/topp-gate-evidence-2.pub``, the key that signed the sweep):
-signature, receipt schema and file set are checked on open, and the rows file is checked
-against both receipt digests before it is read. It does not rerun the oracle and gate (the
-view is an ``UnsafeBundleView``), yet it prints each bundle's signed verdict: that is sound
-only because CI verifies every bundle first (``scripts/test`` runs
-``scripts/verify_committed.sh`` before this script's ``--check``).
+each verified in this process first with the signer's public key (``--pubkey``, default
+``evidence/keys/topp-gate-evidence-2.pub``, the key that signed the sweep) through
+:func:`harness.present.verified.verified_view` (the trusted core's verification, oracle and
+gate rerun included); the rows file is then checked against both receipt digests before it
+is read. A bundle that does not verify stops the script (exit 2).
 
 One table row per bundle, in release order: the stock release, the dispatch path its
 manifest required and whether the kernel evidence proved it, the forced rows on which
@@ -47,10 +45,12 @@ from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.names import FORCED, SPLIT  # noqa: E402
 from harness.core.terminal import markdown_cell  # noqa: E402
-from harness.core.verify import case_paths, open_bundle  # noqa: E402
+from harness.core.verify import case_paths  # noqa: E402
+from harness.present import sections  # noqa: E402
+from harness.present.verified import verified_view  # noqa: E402
 
-BEGIN = "<!-- affected:begin -->"
-END = "<!-- affected:end -->"
+BEGIN = sections.AFFECTED.begin
+END = sections.AFFECTED.end
 LOST = ("forced_token_dropped",)
 
 
@@ -87,7 +87,7 @@ def _proven(cases: Sequence[Mapping[str, Any]], dispatch: str) -> str:
 
 def release_row(path: Path, public_key: Any) -> ReleaseRow:
     try:
-        view = open_bundle(path, public_key)
+        view = verified_view(path, public_key)
         manifest = json.loads(view.raw(MANIFEST))
         rows = json.loads(view.raw(ROWS))
     except (HarnessError, ValueError) as err:
@@ -156,16 +156,6 @@ def generate(bundles_dir: Path, display: Path, *, public_key: Any) -> str:
     return "\n".join(lines).rstrip("\n") + "\n" + END + "\n"
 
 
-def split_readme(text: str) -> tuple[str, str, str]:
-    """(before, section, after) around the markers."""
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    if text[stop : stop + 1] == "\n":
-        stop += 1
-    return text[:start], text[start:stop], text[stop:]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--bundles", type=Path, default=ROOT / "evidence" / "sweep" / "bundles")
@@ -182,22 +172,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError:
             display = args.bundles
         section = generate(args.bundles, display, public_key=public_key)
-        target = args.check or args.write
-        if target is None:
-            sys.stdout.write(section)
-            return 0
-        before, current, after = split_readme(target.read_text("utf-8"))
+        return sections.run_mode(sections.AFFECTED, section, check_path=args.check,
+                                 write_path=args.write)
     except (HarnessError, OSError) as err:
         print(f"affected_releases: {err}", file=sys.stderr)
         return 2
-    if args.check is not None:
-        if current != section:
-            print(f"affected_releases: {target} is out of date; run "
-                  f"scripts/affected_releases.py --write {target}", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(before + section + after, encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,12 +6,11 @@
     .venv/bin/python scripts/deploy_table.py --write README.md  # replace it in place
 
 Reads every bundle under ``evidence/deploy/bundles/*/`` (``--bundles DIR``) made from a
-manifest under ``evidence/manifests/deploy/``, through ``harness.core.verify.open_bundle``
-with the signer's public key (``--pubkey``, default ``evidence/keys/topp-gate-evidence-3.pub``):
-signature, receipt schema and file set checked on open, ``results/rows.json`` and the
-manifest decoded and checked against the receipt's digests. It does not rerun the oracle
-and gate: the verdicts it prints are the signed ones, sound because CI verifies every
-committed bundle first (``scripts/verify_committed.sh``) before this ``--check``.
+manifest under ``evidence/manifests/deploy/``, each verified in this process first with the
+signer's public key (``--pubkey``, default ``evidence/keys/topp-gate-evidence-3.pub``)
+through :func:`harness.present.verified.verified_view` (the trusted core's verification,
+oracle and gate rerun included); ``results/rows.json`` and the manifest are then decoded and
+checked against the receipt's digests. A bundle that does not verify stops the script.
 
 One table row per release x workload (a manifest case): the release (the stock side; the
 patched side is 0.33.0 in every deployment manifest), the workload, the path each side
@@ -49,10 +48,11 @@ from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
 from harness.core.f32 import unhexf  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.terminal import markdown_cell, markdown_code, printable  # noqa: E402
-from harness.core.verify import open_bundle  # noqa: E402
+from harness.present import sections  # noqa: E402
+from harness.present.verified import verified_view  # noqa: E402
 
-BEGIN = "<!-- deploy:begin -->"
-END = "<!-- deploy:end -->"
+BEGIN = sections.DEPLOY.begin
+END = sections.DEPLOY.end
 DEFAULT_BUNDLES = Path("evidence/deploy/bundles")
 DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence-3.pub")
 DEPLOY_PREFIX = "deploy-vllm-"
@@ -84,7 +84,7 @@ def _worst(rows: Sequence[Mapping[str, Any]], key: str) -> str:
 def bundle_rows(path: Path, public_key: Any) -> tuple[str, str, list[str]]:
     """(release, verdict, table lines) of one deployment bundle."""
     try:
-        view = open_bundle(path, public_key)
+        view = verified_view(path, public_key)
         predicate = view.statement["predicate"]
         manifest = json.loads(view.raw(MANIFEST))
         rows = json.loads(view.raw(ROWS))
@@ -146,16 +146,6 @@ def generate(bundles: Path, public_key: Any | None) -> str:
     return "\n".join(lines) + END + "\n"
 
 
-def split_readme(text: str) -> tuple[str, str, str]:
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    after = text[stop:]
-    if after.startswith("\n"):
-        stop, after = stop + 1, after[1:]
-    return text[:start], text[start:stop], after
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--bundles", type=Path, default=None,
@@ -179,19 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         readme = args.check or args.write
         text = readme.read_text("utf-8")
-        if not has_bundles and BEGIN not in text:
+        if not has_bundles and not sections.holds(sections.DEPLOY, text):
             print(f"deploy_table: {NO_BUNDLES} ({readme} has no deployment section; nothing "
                   "checked)")
             return 0
-        before, current, after = split_readme(text)
-        if args.check is not None:
-            if current != section:
-                print(f"deploy_table: {readme} deployment section is out of date; run "
-                      f"scripts/deploy_table.py --write {readme}", file=sys.stderr)
-                return 1
-            return 0
-        readme.write_text(before + section + after, "utf-8")
-        return 0
+        return sections.run_mode(sections.DEPLOY, section, check_path=args.check,
+                                 write_path=args.write)
     except (HarnessError, OSError, KeyError, TypeError) as err:
         print(f"deploy_table: {printable(str(err))}", file=sys.stderr)
         return 2

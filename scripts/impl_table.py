@@ -9,10 +9,10 @@ Reads every bundle folder under ``evidence/impls/bundles/`` (``--bundles DIR``),
 0.33.0's Triton bundle of the deployment matrix (:data:`BESIDE`: the same captured inputs as
 the deployment-matrix implementation bundles, so the Triton paths sit beside them), whose line in
 ``evidence/verdicts.tsv`` names the key that signed it, through
-``harness.core.verify.open_bundle`` (signature, receipt schema and file set checked on open;
-``results/rows.json`` digest-checked when read). It does not rerun the oracle: that is sound
-because CI runs ``scripts/verify_committed.sh`` (``topp-gate verify`` on every bundle, with its
-expected verdict) before this ``--check``. One row per bundle side that is judged (patched),
+:func:`harness.present.verified.verified_view`: each bundle verified in this process first
+(the trusted core's verification, oracle and gate rerun included), ``results/rows.json``
+digest-checked when read; a bundle that does not verify stops the script (exit 2). One row
+per bundle side that is judged (patched),
 with the stock side named: implementation (family, version, dispatch path), workload (the
 manifest's cases), the rule set, the verdict, rows stopped per reason, and the worst mass
 diagnostics (``patched_mass_outside``/``_mass_dropped``: the largest binary64 probability
@@ -40,10 +40,11 @@ from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.f32 import unhexf  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.terminal import markdown_cell, markdown_code, printable  # noqa: E402
-from harness.core.verify import open_bundle  # noqa: E402
+from harness.present import sections  # noqa: E402
+from harness.present.verified import verified_view  # noqa: E402
 
-BEGIN = "<!-- impls:begin -->"
-END = "<!-- impls:end -->"
+BEGIN = sections.IMPLS.begin
+END = sections.IMPLS.end
 BUNDLES = ROOT / "evidence/impls/bundles"
 BESIDE = (ROOT / "evidence/deploy/bundles/deploy-vllm-0.33.0-cuda",)
 TABLE = ROOT / "evidence/verdicts.tsv"
@@ -97,7 +98,7 @@ def _worst(rows: list[dict[str, Any]], key: str) -> str:
 
 def row_of(path: Path, pub: Path) -> tuple[str, str]:
     """The bundle's workload cell (to group rows by) and its table line."""
-    view = open_bundle(path, load_public_key(pub))
+    view = verified_view(path, load_public_key(pub))
     predicate = view.statement["predicate"]
     manifest = json.loads(view.raw("manifest.json"))
     rows = json.loads(view.raw("results/rows.json"))
@@ -138,13 +139,6 @@ def generate(bundles: Path = BUNDLES, table: Path = TABLE,
     return "\n".join(lines) + "\n"
 
 
-def _split(text: str) -> tuple[str, str, str]:
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise SystemExit(2)
-    start, stop = text.index(BEGIN), text.index(END) + len(END) + 1
-    return text[:start], text[start:stop], text[stop:]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundles", type=Path, default=BUNDLES)
@@ -154,22 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         section = generate(args.bundles)
+        return sections.run_mode(sections.IMPLS, section, check_path=args.check,
+                                 write_path=args.write)
     except (HarnessError, OSError, ValueError, KeyError) as err:
         print(f"impl_table: {printable(str(err))}", file=sys.stderr)
         return 2
-    target = args.check or args.write
-    if target is None:
-        sys.stdout.write(section)
-        return 0
-    before, current, after = _split(target.read_text("utf-8"))
-    if args.check:
-        if current != section:
-            print(f"impl_table: {target} is out of date; run scripts/impl_table.py --write "
-                  f"{target}", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(before + section + after, encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":
