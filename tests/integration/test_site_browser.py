@@ -1,12 +1,13 @@
 """`topp-gate site` in a real browser (issue 29): Debian's chromium, headless.
 
-A site is built from a few real committed bundles plus one tampered copy, which must show as
-refused (its reason, never its claims). Every page is loaded by chromium with its console
-logged to stderr (the pages hold no script, so any console line is a Content-Security-Policy
-violation or a failed load: an error); every local link must name a file (and an anchor)
-that exists; and the front page's screenshot must show the layout's landmarks where the
-layout puts them: the header band across the top, the verdict legend under it, the grid's
-coloured cells under the legend, right of the implementation and release columns.
+A site is built from a few real committed bundles and one mutation run, plus one tampered
+copy of a bundle, which must show as refused (its reason, never its claims). Every page is
+loaded by chromium with its console logged to stderr (the pages hold no script, so any
+console line is a Content-Security-Policy violation or a failed load: an error); every
+local link must name a file (and an anchor) that exists; and the front page's screenshot
+must show the layout's landmarks where the layout puts them: the header band across the
+top, the verdict legend under it, the grid's coloured cells under the legend, right of the
+implementation and release columns.
 
 Skipped, saying why, only when chromium is not installed (`apt-get install -y chromium`).
 """
@@ -31,6 +32,8 @@ BUNDLES = {  # committed bundle -> the key that signed it (evidence/verdicts.tsv
         "keys/topp-gate-evidence-4.pub",
     "sweep/bundles/sweep-vllm-0.31.0-cuda": "keys/topp-gate-evidence-2.pub",
 }
+MUTATION = "mutation/pr-interpreter-cpu-20261201"  # a mutation run, and its frozen manifest
+FROZEN = ("manifests/pr/pr-interpreter.json", "manifests/pr/pr-interpreter.json.sha256")
 TAMPERED = "bundles/smoke-interpreter-tampered"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
@@ -54,6 +57,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copyfile(ROOT / "evidence" / key, evidence / key)
         table.append(f"evidence/{bundle}\tevidence/{key}\tSTOP")
     (evidence / "verdicts.tsv").write_text("\n".join(table) + "\n", "utf-8")
+    shutil.copytree(ROOT / "evidence" / MUTATION, evidence / MUTATION)
+    for name in FROZEN:
+        (evidence / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "evidence" / name, evidence / name)
     # one tampered copy: a row's kept count changed after signing
     shutil.copytree(ROOT / "evidence/bundles/smoke-interpreter-20261129", evidence / TAMPERED)
     rows = evidence / TAMPERED / "results/rows.json"
@@ -73,6 +80,10 @@ def test_the_tampered_copy_is_refused_with_its_reason_and_none_of_its_claims(sit
     assert 'class="v-refused"' in index
     good = (site / "bundles/evidence-bundles-smoke-interpreter-20261129.html").read_text()
     assert "verified verdict: <strong>STOP</strong>" in good and "<svg" in good
+    run = (site / "mutation/evidence-mutation-pr-interpreter-cpu-20261201.html").read_text()
+    assert "the gate killed <strong>18 of 28</strong> mutants" in run
+    # each survivor says what its outputs did (10 survivors in this run)
+    assert run.count("<p>survived; ") == 10
 
 
 class _Links(HTMLParser):
@@ -116,7 +127,7 @@ def broken_links(site: Path) -> list[str]:
 
 
 def test_every_local_link_resolves(site: Path):
-    assert len(list(site.rglob("*.html"))) == 1 + len(BUNDLES) + 1
+    assert len(list(site.rglob("*.html"))) == 1 + len(BUNDLES) + 1 + 1
     assert broken_links(site) == []
 
 
