@@ -60,6 +60,7 @@ class Row:
     kept: dict[str, int | None]
     mass_outside: dict[str, float | None]
     mass_dropped: dict[str, float | None]
+    forced_failures: dict[str, tuple[str, ...]] = field(default_factory=dict)  # forced rows
 
     @property
     def label(self) -> str:
@@ -203,7 +204,25 @@ def _row(raw: dict[str, Any]) -> Row:
                kind=str(raw.get("kind")), stops=tuple(str(s) for s in raw.get("stops", [])),
                oracle=_int(oracle.get("count")), kept=kept,
                mass_outside={s: _mass(diagnostics.get(f"{s}_mass_outside")) for s in SIDES},
-               mass_dropped={s: _mass(diagnostics.get(f"{s}_mass_dropped")) for s in SIDES})
+               mass_dropped={s: _mass(diagnostics.get(f"{s}_mass_dropped")) for s in SIDES},
+               forced_failures={s: tuple(str(f) for f in diagnostics.get(
+                   f"{s}_forced_failures", [])) for s in SIDES})
+
+
+def verified_model(path: Path, key: Any, group: str = "") -> BundleModel:
+    """For the README section scripts: the model of the bundle at ``path``, verified with
+    ``key`` in this process first (once per process); a bundle that does not verify is a
+    SectionInputError naming it and the core's reason (the scripts' exit 2)."""
+    from ..core.errors import SectionInputError
+    from ..core.limits import default_workers
+    from ..core.terminal import printable
+    from .verified import Refused, checked
+
+    result = checked(path, key=key, workers=default_workers())
+    if isinstance(result, Refused):
+        raise SectionInputError(f"bundle {printable(path.name)} does not verify: "
+                                f"{result.reason}")
+    return bundle_model(path, path.name, group, result)
 
 
 def bundle_model(path: Path, shown: str, group: str, checked: Any,
