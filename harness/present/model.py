@@ -46,6 +46,7 @@ class Side:
     proven: tuple[str, ...]  # the paths the kernel evidence proved, over the cases
     status: str  # the runner's status for the side ("ok", "kernel_crash", ...)
     reason: str  # the runner's one-line reason when it did not run
+    declared: tuple[str, ...] = ()  # the paths the manifest's cases require of the side
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,15 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Workload:
+    """One case of the manifest: what the rows are (the workload axis of the model)."""
+
+    id: str
+    kind: str
+    vocab: int
+
+
+@dataclass(frozen=True)
 class BundleModel:
     """A verified bundle: every field read from the verified statement or recomputed."""
 
@@ -85,6 +95,7 @@ class BundleModel:
     sides: dict[str, Side]
     cases: tuple[Case, ...]
     rows: tuple[Row, ...]
+    workload: tuple[Workload, ...]
     rules: str
     report_format: str
     verdict: str
@@ -248,7 +259,9 @@ def bundle_model(path: Path, shown: str, group: str, checked: Any,
             dispatch=str(entry.get("dispatch", "split")),
             proven=tuple(sorted({str(c.paths.get(side)) for c in cases
                                  if c.paths.get(side)})),
-            status=str(result.get("status", "ok")), reason=str(result.get("reason", "")))
+            status=str(result.get("status", "ok")), reason=str(result.get("reason", "")),
+            declared=tuple(sorted({str((c.get("paths") or {}).get(
+                side, entry.get("dispatch", "split"))) for c in manifest["cases"]})))
     running = predicate.get("environment", {}).get("running", {})
     devices = tuple(sorted({device_name(ev) for ev in running.values()} - {""})) \
         if isinstance(running, dict) else ()
@@ -256,7 +269,9 @@ def bundle_model(path: Path, shown: str, group: str, checked: Any,
     return BundleModel(
         path=shown, group=group, name=str(manifest.get("name", path.name)),
         description=str(manifest.get("description", "")), sides=sides, cases=cases,
-        rows=tuple(_row(r) for r in rows if isinstance(r, dict)), rules=verified.rules,
+        rows=tuple(_row(r) for r in rows if isinstance(r, dict)),
+        workload=tuple(Workload(str(c["id"]), str(c["kind"]), int(c["vocab"]))
+                       for c in manifest["cases"]), rules=verified.rules,
         report_format=verified.report_format, verdict=str(v["verdict"]),
         reasons=tuple(v["reasons"]), rows_total=int(v["rows"]),
         rows_stopped=int(v["rows_stopped"]), stop_rows=dict(verified.stop_rows),

@@ -101,6 +101,7 @@ def _model() -> BundleModel:
         path=f"evidence/bundles/{HOSTILE}", group="bundles", name=HOSTILE,
         description=HOSTILE, sides={"stock": side, "patched": side},
         cases=(Case(HOSTILE, {"stock": HOSTILE, "patched": None}, {}),), rows=(row,),
+        workload=(),
         rules=HOSTILE, report_format=HOSTILE, verdict="STOP", reasons=(HOSTILE,),
         rows_total=1, rows_stopped=1, stop_rows={HOSTILE: 1},
         base_defects={"rows": 1, "reasons": {HOSTILE: 1}},
