@@ -157,3 +157,48 @@ def test_the_presentation_wing_imports_no_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, check=True)
     assert json.loads(done.stdout.replace("'", '"')) == []
+
+
+def test_site_refuses_a_non_empty_out_folder_and_a_missing_evidence_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from harness.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    assert main(["site", str(tmp_path), "--out", str(out)]) == 2
+    assert "not an empty folder" in capsys.readouterr().err
+    assert (out / "keep.txt").read_text() == "mine"
+    assert main(["site", str(tmp_path / "none"), "--out", str(tmp_path / "new")]) == 2
+    assert "no evidence folder" in capsys.readouterr().err
+    assert main(["site", str(tmp_path), "--out", str(tmp_path / "new")]) == 2
+    assert "no bundle or mutation run" in capsys.readouterr().err
+
+
+def test_a_site_of_one_verified_and_one_refused_bundle(bundle: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]):
+    """In-process, one worker: the test-only key given with --pubkey; a copy signed by
+    another key is refused (no trusted key verifies it) and shown with its reason only."""
+    from harness.cli import main
+
+    evidence = tmp_path / "evidence"
+    shutil.copytree(bundle, evidence / "bundles" / "good")
+    synthetic.write(evidence / "bundles" / "other", key=synthetic.OTHER_KEY)
+    out = tmp_path / "site"
+    assert main(["site", str(evidence), "--out", str(out), "--workers", "1",
+                 "--pubkey", str(synthetic.SIGNING_PUB)]) == 0
+    err = capsys.readouterr().err
+    assert "evidence/bundles/good: verified, PASS" in err
+    assert "evidence/bundles/other: refused: no signature verifies" in err
+    refused = (out / "bundles" / "evidence-bundles-other.html").read_text()
+    assert "refused" in refused and "verified verdict" not in refused
+    good = (out / "bundles" / "evidence-bundles-good.html").read_text()
+    assert "verified verdict: <strong>PASS</strong>" in good
+
+
+def test_a_refused_mutation_run_page_shows_only_its_reason(tmp_path: Path):
+    from harness.present.model import RefusedRun
+
+    page = site.mutation_page(RefusedRun(f"evidence/mutation/{HOSTILE}", "bad_signature",
+                                         HOSTILE))
+    assert "refused" in page and "Kill table" not in page and "<script" not in page
