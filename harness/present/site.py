@@ -41,6 +41,7 @@ td.n{text-align:right}
 .v-mixed{background:#f7d488}
 .v-refused{background:#bdbdbd}
 .v-none{background:#fafafa}
+.wide{overflow-x:auto}
 #grid td{min-width:90px;height:36px}
 #grid td a{display:block;font-size:12px}
 pre{background:#f0f0f0;padding:8px;overflow-x:auto;font-size:12px}
@@ -163,7 +164,7 @@ def _grid(ev: Evidence) -> list[str]:
     if refused:  # in a column and row of their own: a refused bundle's claims place nothing
         cells[("(refused)", "(did not verify)")][REFUSED_COLUMN] = list(refused)
     columns = sorted(paths) + ([REFUSED_COLUMN] if refused else [])
-    out = ['<table id="grid">',
+    out = ['<div class="wide">', '<table id="grid">',
            "<tr><th>implementation</th><th>release</th>"
            + "".join(f"<th>{_e(p)}</th>" for p in columns) + "</tr>"]
     for (family, version) in sorted(cells, key=lambda k: (k[0] == "(refused)", k[0],
@@ -178,7 +179,7 @@ def _grid(ev: Evidence) -> list[str]:
                             for b, v in zip(found, verdicts, strict=True))
             tds.append(f'<td class="{_verdict_class(verdicts)}">{links}</td>')
         out.append(f"<tr><th>{_e(family)}</th><th>{_e(version)}</th>{''.join(tds)}</tr>")
-    out.append("</table>")
+    out += ["</table>", "</div>"]
     return out
 
 
