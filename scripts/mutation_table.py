@@ -16,7 +16,9 @@ summary and every bundle it names are verified first
 and every claim of the summary is recomputed from them
 (:func:`harness.capture.mutation_check.check_summary`: kills, kill rates, survivors, vLLM's
 criterion, matrix, rules, backend, catalogue, each bundle named once, the frozen PR manifest
-taken from this repository only), so the table states only what verified. Progress (one line
+taken from this repository only), and the table is rendered from the evidence model of the
+run (:func:`harness.present.build.mutation_run`, which the site's pages use too), so it
+states only what verified. Progress (one line
 per verified bundle) goes to stderr; every string from a summary reaches the table through
 :func:`harness.core.terminal.markdown_cell` / ``markdown_code``.
 The section sits in README.md between the two marker lines below. Exit codes: 0 printed, or
@@ -34,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.present import sections  # noqa: E402
+from harness.present.model import MutationRun  # noqa: E402
 
 BEGIN = sections.MUTATION.begin
 END = sections.MUTATION.end
@@ -41,9 +44,9 @@ END = sections.MUTATION.end
 
 def section(folders: list[Path], pubkeys: list[Path]) -> str:
     from harness.capture.mutate import mutation_folder
-    from harness.capture.mutation_check import check_summary
     from harness.core.keys import load_public_key
     from harness.core.terminal import markdown_cell, markdown_code, printable
+    from harness.present.build import mutation_run
 
     if len(pubkeys) not in (1, len(folders)):
         raise SystemExit(f"mutation_table: {len(pubkeys)} --pubkey for {len(folders)} folders "
@@ -57,72 +60,57 @@ def section(folders: list[Path], pubkeys: list[Path]) -> str:
              "|---|---|---|---|---|---|---|"]
     for folder, key in zip(folders, keys, strict=True):
         with mutation_folder(folder) as opened:
-            s = check_summary(opened, key, roots=(REPO,), workers=None,  # every usable CPU
-                              progress=lambda line: print(f"mutation_table: {printable(line)}",
-                                                          file=sys.stderr, flush=True))
-            survivors = _survivors(opened, s, key)
-        g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
-        base = "PASS" if s["base_passes"] else "STOP"
-        defects = s["base"].get("verdict", {}).get("base_defects", {}).get("rows", 0)
-        lines.append(f"| {markdown_code(s['manifest']['name'])} | "
-                     f"{markdown_code(s['manifest']['rules'])} | "
-                     f"{markdown_cell(s['backend'])} | {base} ({defects:d} base-defect rows) | "
-                     f"{g['killed']}/{g['of']} ({100 * g['killed'] // max(g['of'], 1)}%)"
-                     f"{_subset(s, g['of'])} | "
-                     f"{_criterion(s, v)} | "
-                     + (survivors or "none") + " |")
+            run = mutation_run(opened, key, folder.name, REPO,
+                               lambda line: print(f"mutation_table: {printable(line)}",
+                                                  file=sys.stderr, flush=True),
+                               workers=None)  # every usable CPU
+        killed, of = run.gate_kills
+        lines.append(f"| {markdown_code(run.matrix)} | {markdown_code(run.rules)} | "
+                     f"{markdown_cell(run.backend)} | {run.base_verdict} ({run.base_defects:d} "
+                     f"base-defect rows) | {killed}/{of} ({100 * killed // max(of, 1)}%)"
+                     f"{_subset(run)} | {_criterion(run)} | "
+                     + (_survivors(run) or "none") + " |")
     return "\n".join([*lines, "", END]) + "\n"
 
 
-def _subset(summary: dict, ran: int) -> str:
+def _subset(run: MutationRun) -> str:
     """Said after the kill count when the run took only part of its catalogue (``--only``),
     so a partial run never reads as the whole catalogue's rate."""
-    from harness.capture.mutant_catalogue import CATALOGUES
     from harness.core.terminal import markdown_code
 
-    entries = len(CATALOGUES[summary["catalogue"]])  # a known id: check_summary required it
-    if ran >= entries:
+    if run.gate_kills[1] >= run.catalogue_entries:
         return ""
-    return (f", only {ran} of the {entries} entries of "
-            f"{markdown_code(summary['catalogue'])} run")
+    return (f", only {run.gate_kills[1]} of the {run.catalogue_entries} entries of "
+            f"{markdown_code(run.catalogue)} run")
 
 
-def _survivors(folder: Path, summary: dict, key: object) -> str:
+def _survivors(run: MutationRun) -> str:
     """Each survivor with what its outputs did: ``= base`` when its patched output equals the
     base's on every row (the matrix never made the mutation observable), else how many rows
-    changed with no stop. Read from the bundles :func:`check_summary` just verified."""
-    from harness.capture.mutant_outputs import changed_rows
-    from harness.capture.mutation_check import summary_path
+    changed with no stop. From the bundles the run's verification just checked."""
     from harness.core.errors import MalformedEvidenceError
     from harness.core.terminal import markdown_code
-    from harness.core.verify import open_bundle
 
-    by_id = {m["id"]: m for m in summary["mutants"]}
-    base = (open_bundle(summary_path(folder, summary["base"]["bundle"]), key)
-            if summary["base"].get("verified") else None)
+    by_id = {m.id: m for m in run.mutants}
     shown = []
-    for name in summary["survivors"]:
-        if name not in by_id or not by_id[name].get("verified"):
+    for name in run.survivors:
+        if name not in by_id:
             raise MalformedEvidenceError(f"survivor {name} has no verified bundle")
-        rows = None if base is None else changed_rows(
-            base, open_bundle(summary_path(folder, by_id[name]["bundle"]), key))
+        rows = by_id[name].changed
         said = ("outputs not comparable" if rows is None else "outputs = base" if not rows
                 else f"{len(rows)} row{'s' if len(rows) != 1 else ''} changed")
         shown.append(f"{markdown_code(name)} ({said})")
     return ", ".join(shown)
 
 
-def _criterion(summary: dict, rate: dict) -> str:
+def _criterion(run: MutationRun) -> str:
     """vLLM's criterion as it fares on the base, then its kills: a criterion the unchanged
     base already fails kills every mutant by that batch alone, so the kills that tell a
     mutant from the base are counted apart (a batch the base passes fails)."""
-    base = summary["base"]["vllm_criterion"]["batches"]
-    failed = {b["case"] for b in base if not b["passes"]}
-    telling = sum(any(not b["passes"] and b["case"] not in failed
-                      for b in m["vllm_criterion"]["batches"]) for m in summary["mutants"])
-    said = (f"base fails {len(failed)} of {len(base)} batches"
-            if failed else f"base passes all {len(base)} batches")
-    return (f"{said}; kills {rate['killed']}/{rate['of']}, of which {telling} on a batch "
+    said = (f"base fails {run.criterion_base_failed} of {run.criterion_batches} batches"
+            if run.criterion_base_failed else f"base passes all {run.criterion_batches} batches")
+    killed, of = run.criterion_kills
+    return (f"{said}; kills {killed}/{of}, of which {run.criterion_telling} on a batch "
             "the base passes")
 
 

@@ -148,7 +148,7 @@ def _mutation(task: Task, keys: list[Any], say: Callable[[str], None]
         with mutation_folder(task.path) as folder:
             for key in candidates:
                 try:
-                    return _mutation_run(task, folder, key, root, say)
+                    return mutation_run(folder, key, task.shown, root, say)
                 except SignatureError as err:
                     last = err
                     continue
@@ -165,16 +165,20 @@ def _mutation(task: Task, keys: list[Any], say: Callable[[str], None]
     return RefusedRun(task.shown, last.code, printable(str(last)))
 
 
-def _mutation_run(task: Task, folder: Path, key: Any, root: Path,
-                  say: Callable[[str], None]) -> MutationRun:
+def mutation_run(folder: Path, key: Any, shown: str, root: Path,
+                 say: Callable[[str], None], workers: int | None = 1) -> MutationRun:
+    """The model of a mutation run (``folder``: extracted), after
+    :func:`harness.capture.mutation_check.check_summary` re-verified it with ``key`` (every
+    bundle, every claim of the signed summary; the frozen PR manifest from ``root`` only).
+    A run that does not verify raises the core's HarnessError."""
+    from ..capture.mutant_catalogue import CATALOGUES
     from ..capture.mutant_outputs import changed_rows
     from ..capture.mutation_check import check_summary, summary_path
     from ..core.keys import keyid
     from ..core.safeio import read_regular_file
     from ..core.verify import open_bundle
 
-    s = check_summary(folder, key, roots=(root,), workers=1,
-                      progress=lambda line: say(f"{task.shown}: {line}"))
+    s = check_summary(folder, key, roots=(root,), workers=workers, progress=say)
     base = open_bundle(summary_path(folder, s["base"]["bundle"]), key)
     survivors = set(s["survivors"])
     mutants = []
@@ -192,14 +196,20 @@ def _mutation_run(task: Task, folder: Path, key: Any, root: Path,
             criterion_kills=bool(m.get("vllm_killed", False)),
             diff=diff.decode("utf-8", "replace"), changed=changed))
     g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
+    base_batches = s["base"]["vllm_criterion"]["batches"]
+    failed = {b["case"] for b in base_batches if not b["passes"]}
+    telling = sum(any(not b["passes"] and b["case"] not in failed
+                      for b in m["vllm_criterion"]["batches"]) for m in s["mutants"])
     return MutationRun(
-        path=task.shown, matrix=str(s["manifest"]["name"]), rules=str(s["manifest"]["rules"]),
+        path=shown, matrix=str(s["manifest"]["name"]), rules=str(s["manifest"]["rules"]),
         backend=str(s["backend"]), catalogue=str(s["catalogue"]),
         base_verdict="PASS" if s["base_passes"] else "STOP",
         base_defects=int(s["base"].get("verdict", {}).get("base_defects", {}).get("rows", 0)),
         gate_kills=(int(g["killed"]), int(g["of"])),
         criterion_kills=(int(v["killed"]), int(v["of"])), mutants=tuple(mutants),
-        survivors=tuple(s["survivors"]), signer=keyid(key))
+        survivors=tuple(s["survivors"]), signer=keyid(key),
+        catalogue_entries=len(CATALOGUES[s["catalogue"]]), criterion_batches=len(base_batches),
+        criterion_base_failed=len(failed), criterion_telling=telling)
 
 
 def build(tasks: Sequence[Task], *, workers: int | None = None,

@@ -160,6 +160,10 @@ class MutationRun:
     mutants: tuple[Mutant, ...]
     survivors: tuple[str, ...]
     signer: str
+    catalogue_entries: int = 0  # how many entries the catalogue holds (a run may take part)
+    criterion_batches: int = 0  # vLLM's criterion on the base: its batches
+    criterion_base_failed: int = 0  # ... the batches the unchanged base already fails
+    criterion_telling: int = 0  # mutants it kills on a batch the base passes
 
     @property
     def slug(self) -> str:
