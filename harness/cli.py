@@ -45,6 +45,7 @@ VERBS: dict[str, str] = {
     "manifest": "manifest",
     "mutate": "mutate",
     "pr": "pr",
+    "site": "site",
 }
 
 

@@ -6,13 +6,10 @@
     .venv/bin/python scripts/affected_releases.py --write README.md  # replace it in place
 
 Reads every bundle under ``evidence/sweep/bundles/*/`` (``--bundles DIR`` to change)
-through ``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``,
-default ``evidence/keys/topp-gate-evidence-2.pub``, the key that signed the sweep):
-signature, receipt schema and file set are checked on open, and the rows file is checked
-against both receipt digests before it is read. It does not rerun the oracle and gate (the
-view is an ``UnsafeBundleView``), yet it prints each bundle's signed verdict: that is sound
-only because CI verifies every bundle first (``scripts/test`` runs
-``scripts/verify_committed.sh`` before this script's ``--check``).
+as the evidence model (:func:`harness.present.model.verified_model`) of each: verified in
+this process first with the signer's public key (``--pubkey``, default
+``evidence/keys/topp-gate-evidence-2.pub``, the key that signed the sweep), oracle and gate
+rerun included. A bundle that does not verify stops the script (exit 2).
 
 One table row per bundle, in release order: the stock release, the dispatch path its
 manifest required and whether the kernel evidence proved it, the forced rows on which
@@ -30,10 +27,9 @@ Exit codes: 0 ok (or README up to date), 1 README section differs (``--check``),
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,15 +38,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.core.bundle import MANIFEST, RECEIPT, ROWS  # noqa: E402
-from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
+from harness.core.bundle import RECEIPT  # noqa: E402
+from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
-from harness.core.names import FORCED, SPLIT  # noqa: E402
+from harness.core.names import FORCED  # noqa: E402
 from harness.core.terminal import markdown_cell  # noqa: E402
-from harness.core.verify import case_paths, open_bundle  # noqa: E402
+from harness.present import sections  # noqa: E402
+from harness.present.model import Case, Row, verified_model  # noqa: E402
 
-BEGIN = "<!-- affected:begin -->"
-END = "<!-- affected:end -->"
+BEGIN = sections.AFFECTED.begin
+END = sections.AFFECTED.end
 LOST = ("forced_token_dropped",)
 
 
@@ -73,42 +70,30 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", version))
 
 
-def _lost(row: Mapping[str, Any], side: str) -> bool:
-    failures = row.get("diagnostics", {}).get(f"{side}_forced_failures", [])
-    return any(name in failures for name in LOST)
+def _lost(row: Row, side: str) -> bool:
+    return any(name in row.forced_failures.get(side, ()) for name in LOST)
 
 
-def _proven(cases: Sequence[Mapping[str, Any]], dispatch: str) -> str:
-    proven = [case_paths(dict(case))["stock"] == dispatch for case in cases]
+def _proven(cases: Sequence[Case], dispatch: str) -> str:
+    proven = [case.paths["stock"] == dispatch for case in cases]
     if all(proven):
         return "proven"
     return f"not proven on {proven.count(False)} of {len(proven)} cases"
 
 
 def release_row(path: Path, public_key: Any) -> ReleaseRow:
-    try:
-        view = open_bundle(path, public_key)
-        manifest = json.loads(view.raw(MANIFEST))
-        rows = json.loads(view.raw(ROWS))
-    except (HarnessError, ValueError) as err:
-        raise SectionInputError(f"bundle {path.name}: {err}") from None
-    predicate = view.statement["predicate"]
-    sides = predicate["hashes"]["sources"]
-    declared = manifest["sources"]["sides"]["stock"].get("dispatch", SPLIT)
-    forced = [row for row in rows if row.get("kind") == FORCED]
-    results = predicate.get("environment", {}).get("side_results", {})
-    errors = tuple(f"{side}: {result.get('status')}: {result.get('reason')}"
-                   for side, result in sorted(results.items())
-                   if result.get("status") != "ok")
-    verdict = predicate["verdict"]
+    """One sweep bundle's table row, from its evidence model
+    (:func:`harness.present.model.verified_model`: verified in this process first)."""
+    b = verified_model(path, public_key, "sweep")
+    forced = [row for row in b.rows if row.kind == FORCED]
+    errors = tuple(f"{side}: {b.sides[side].status}: {b.sides[side].reason}"
+                   for side in sorted(b.sides) if b.sides[side].status != "ok")
     return ReleaseRow(
-        bundle=path.name, stock=str(sides["stock"]["version"]),
-        patched=str(sides["patched"]["version"]), dispatch=str(declared),
-        proven=_proven(predicate["cases"], str(declared)), forced_rows=len(forced),
-        stock_lost=sum(_lost(row, "stock") for row in forced),
-        patched_lost=sum(_lost(row, "patched") for row in forced),
-        verdict=str(verdict["verdict"]), reasons=tuple(verdict.get("reasons", [])),
-        errors=errors)
+        bundle=path.name, stock=b.sides["stock"].version, patched=b.sides["patched"].version,
+        dispatch=b.sides["stock"].dispatch, proven=_proven(b.cases, b.sides["stock"].dispatch),
+        forced_rows=len(forced), stock_lost=sum(_lost(row, "stock") for row in forced),
+        patched_lost=sum(_lost(row, "patched") for row in forced), verdict=b.verdict,
+        reasons=b.reasons, errors=errors)
 
 
 def _cell(texts: Sequence[str], joiner: str) -> str:
@@ -156,16 +141,6 @@ def generate(bundles_dir: Path, display: Path, *, public_key: Any) -> str:
     return "\n".join(lines).rstrip("\n") + "\n" + END + "\n"
 
 
-def split_readme(text: str) -> tuple[str, str, str]:
-    """(before, section, after) around the markers."""
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    if text[stop : stop + 1] == "\n":
-        stop += 1
-    return text[:start], text[start:stop], text[stop:]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--bundles", type=Path, default=ROOT / "evidence" / "sweep" / "bundles")
@@ -182,22 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError:
             display = args.bundles
         section = generate(args.bundles, display, public_key=public_key)
-        target = args.check or args.write
-        if target is None:
-            sys.stdout.write(section)
-            return 0
-        before, current, after = split_readme(target.read_text("utf-8"))
+        return sections.run_mode(sections.AFFECTED, section, check_path=args.check,
+                                 write_path=args.write)
     except (HarnessError, OSError) as err:
         print(f"affected_releases: {err}", file=sys.stderr)
         return 2
-    if args.check is not None:
-        if current != section:
-            print(f"affected_releases: {target} is out of date; run "
-                  f"scripts/affected_releases.py --write {target}", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(before + section + after, encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":

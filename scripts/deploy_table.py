@@ -6,12 +6,10 @@
     .venv/bin/python scripts/deploy_table.py --write README.md  # replace it in place
 
 Reads every bundle under ``evidence/deploy/bundles/*/`` (``--bundles DIR``) made from a
-manifest under ``evidence/manifests/deploy/``, through ``harness.core.verify.open_bundle``
-with the signer's public key (``--pubkey``, default ``evidence/keys/topp-gate-evidence-3.pub``):
-signature, receipt schema and file set checked on open, ``results/rows.json`` and the
-manifest decoded and checked against the receipt's digests. It does not rerun the oracle
-and gate: the verdicts it prints are the signed ones, sound because CI verifies every
-committed bundle first (``scripts/verify_committed.sh``) before this ``--check``.
+manifest under ``evidence/manifests/deploy/``, as the evidence model
+(:func:`harness.present.model.verified_model`) of each: verified in this process first with
+the signer's public key (``--pubkey``, default ``evidence/keys/topp-gate-evidence-3.pub``),
+oracle and gate rerun included. A bundle that does not verify stops the script (exit 2).
 
 One table row per release x workload (a manifest case): the release (the stock side; the
 patched side is 0.33.0 in every deployment manifest), the workload, the path each side
@@ -33,10 +31,9 @@ Exit codes: 0 ok, 1 README section differs (``--check``), 2 bad input.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +41,14 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from harness.core.bundle import MANIFEST, ROWS  # noqa: E402
 from harness.core.errors import HarnessError, SectionInputError  # noqa: E402
-from harness.core.f32 import unhexf  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.terminal import markdown_cell, markdown_code, printable  # noqa: E402
-from harness.core.verify import open_bundle  # noqa: E402
+from harness.present import sections  # noqa: E402
+from harness.present.model import verified_model  # noqa: E402
 
-BEGIN = "<!-- deploy:begin -->"
-END = "<!-- deploy:end -->"
+BEGIN = sections.DEPLOY.begin
+END = sections.DEPLOY.end
 DEFAULT_BUNDLES = Path("evidence/deploy/bundles")
 DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence-3.pub")
 DEPLOY_PREFIX = "deploy-vllm-"
@@ -66,58 +62,35 @@ def _cell(text: Any) -> str:
     return markdown_cell(text)
 
 
-def _mass(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return unhexf(value)
-    except (ValueError, HarnessError):
-        return None
-
-
-def _worst(rows: Sequence[Mapping[str, Any]], key: str) -> str:
-    values = [v for v in (_mass((r.get("diagnostics") or {}).get(key)) for r in rows)
-              if v is not None]
-    return "-" if not values else f"{max(values):.3g}"
+def _worst(values: Sequence[float | None]) -> str:
+    found = [v for v in values if v is not None]
+    return "-" if not found else f"{max(found):.3g}"
 
 
 def bundle_rows(path: Path, public_key: Any) -> tuple[str, str, list[str]]:
-    """(release, verdict, table lines) of one deployment bundle."""
-    try:
-        view = open_bundle(path, public_key)
-        predicate = view.statement["predicate"]
-        manifest = json.loads(view.raw(MANIFEST))
-        rows = json.loads(view.raw(ROWS))
-    except HarnessError as err:
-        raise SectionInputError(f"bundle {path.name}: {err}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise SectionInputError(f"bundle {path.name}: not JSON ({err})") from None
-    if not str(manifest.get("name", "")).startswith(DEPLOY_PREFIX):
+    """(release, verdict, table lines) of one deployment bundle, from its evidence model
+    (:func:`harness.present.model.verified_model`: verified in this process first)."""
+    b = verified_model(path, public_key, "deploy")
+    if not b.name.startswith(DEPLOY_PREFIX):
         raise SectionInputError(f"bundle {path.name}: not made from a deployment manifest")
-    sides = manifest["sources"]["sides"]
-    release = f"{_cell(sides['stock']['version'])} vs {_cell(sides['patched']['version'])}"
-    signed = predicate["verdict"]
-    verdict = (f"**{_cell(signed['verdict'])}** ({_cell(signed['rows_stopped'])} of "
-               f"{_cell(signed['rows'])} rows stopped: "
-               f"{', '.join(_cell(r) for r in signed['reasons']) or 'none'})")
-    by_case: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:
-        by_case.setdefault(str(row.get("case")), []).append(row)
+    release = f"{_cell(b.sides['stock'].version)} vs {_cell(b.sides['patched'].version)}"
+    verdict = (f"**{_cell(b.verdict)}** ({_cell(b.rows_stopped)} of "
+               f"{_cell(b.rows_total)} rows stopped: "
+               f"{', '.join(_cell(r) for r in b.reasons) or 'none'})")
     lines = []
-    for entry in predicate["cases"]:
-        case_rows = by_case.get(str(entry["id"]), [])
-        paths = entry.get("paths") or {}
-        shown = (f"{_cell(paths.get('stock') or 'unproven')} -> "
-                 f"{_cell(paths.get('patched') or 'unproven')}")
-        reasons = Counter(stop for r in case_rows for stop in r.get("stops", []))
-        stopped = sum(1 for r in case_rows if r.get("stops"))
+    for case in b.cases:
+        case_rows = [r for r in b.rows if r.case == case.id]
+        shown = (f"{_cell(case.paths.get('stock') or 'unproven')} -> "
+                 f"{_cell(case.paths.get('patched') or 'unproven')}")
+        reasons = Counter(stop for r in case_rows for stop in r.stops)
+        stopped = sum(1 for r in case_rows if r.stops)
         reason_text = ", ".join(f"{_cell(name)} {count}"
                                 for name, count in sorted(reasons.items()))
         lines.append(
-            f"| {release} | {_cell(entry['id'])} | {shown} | {len(case_rows)} "
+            f"| {release} | {_cell(case.id)} | {shown} | {len(case_rows)} "
             f"| {stopped} | {reason_text or '-'} "
-            f"| {_worst(case_rows, 'stock_mass_outside')} "
-            f"| {_worst(case_rows, 'stock_mass_dropped')} |")
+            f"| {_worst([r.mass_outside['stock'] for r in case_rows])} "
+            f"| {_worst([r.mass_dropped['stock'] for r in case_rows])} |")
     return release, verdict, lines
 
 
@@ -146,16 +119,6 @@ def generate(bundles: Path, public_key: Any | None) -> str:
     return "\n".join(lines) + END + "\n"
 
 
-def split_readme(text: str) -> tuple[str, str, str]:
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    after = text[stop:]
-    if after.startswith("\n"):
-        stop, after = stop + 1, after[1:]
-    return text[:start], text[start:stop], after
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--bundles", type=Path, default=None,
@@ -179,19 +142,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         readme = args.check or args.write
         text = readme.read_text("utf-8")
-        if not has_bundles and BEGIN not in text:
+        if not has_bundles and not sections.holds(sections.DEPLOY, text):
             print(f"deploy_table: {NO_BUNDLES} ({readme} has no deployment section; nothing "
                   "checked)")
             return 0
-        before, current, after = split_readme(text)
-        if args.check is not None:
-            if current != section:
-                print(f"deploy_table: {readme} deployment section is out of date; run "
-                      f"scripts/deploy_table.py --write {readme}", file=sys.stderr)
-                return 1
-            return 0
-        readme.write_text(before + section + after, "utf-8")
-        return 0
+        return sections.run_mode(sections.DEPLOY, section, check_path=args.check,
+                                 write_path=args.write)
     except (HarnessError, OSError, KeyError, TypeError) as err:
         print(f"deploy_table: {printable(str(err))}", file=sys.stderr)
         return 2

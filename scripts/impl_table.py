@@ -9,10 +9,10 @@ Reads every bundle folder under ``evidence/impls/bundles/`` (``--bundles DIR``),
 0.33.0's Triton bundle of the deployment matrix (:data:`BESIDE`: the same captured inputs as
 the deployment-matrix implementation bundles, so the Triton paths sit beside them), whose line in
 ``evidence/verdicts.tsv`` names the key that signed it, through
-``harness.core.verify.open_bundle`` (signature, receipt schema and file set checked on open;
-``results/rows.json`` digest-checked when read). It does not rerun the oracle: that is sound
-because CI runs ``scripts/verify_committed.sh`` (``topp-gate verify`` on every bundle, with its
-expected verdict) before this ``--check``. One row per bundle side that is judged (patched),
+the evidence model of each (:func:`harness.present.model.verified_model`): each bundle
+verified in this process first (the trusted core's verification, oracle and gate rerun
+included); a bundle that does not verify stops the script (exit 2). One row per bundle side
+that is judged (patched),
 with the stock side named: implementation (family, version, dispatch path), workload (the
 manifest's cases), the rule set, the verdict, rows stopped per reason, and the worst mass
 diagnostics (``patched_mass_outside``/``_mass_dropped``: the largest binary64 probability
@@ -26,24 +26,22 @@ The README holds it between ``<!-- impls:begin -->`` and ``<!-- impls:end -->``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.core.errors import HarnessError  # noqa: E402
-from harness.core.f32 import unhexf  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.terminal import markdown_cell, markdown_code, printable  # noqa: E402
-from harness.core.verify import open_bundle  # noqa: E402
+from harness.present import sections  # noqa: E402
+from harness.present.model import BundleModel, Row, verified_model  # noqa: E402
 
-BEGIN = "<!-- impls:begin -->"
-END = "<!-- impls:end -->"
+BEGIN = sections.IMPLS.begin
+END = sections.IMPLS.end
 BUNDLES = ROOT / "evidence/impls/bundles"
 BESIDE = (ROOT / "evidence/deploy/bundles/deploy-vllm-0.33.0-cuda",)
 TABLE = ROOT / "evidence/verdicts.tsv"
@@ -67,28 +65,24 @@ def _keys(table: Path) -> dict[str, str]:
     return keys
 
 
-def _side(manifest: dict[str, Any], side: str) -> str:
+def _side(bundle: BundleModel, side: str) -> str:
     """Family, version and path; every path the side's cases take when they differ (a
     version 3 manifest's per-case ``paths``, e.g. FlashInfer's sampler of each batch)."""
-    entry = manifest["sources"]["sides"][side]
-    family = entry.get("family", "vllm-triton")
-    default = entry.get("dispatch", "split")
-    paths = sorted({(c.get("paths") or {}).get(side, default) for c in manifest["cases"]})
-    shown = " / ".join(markdown_code(path) for path in paths or [default])
-    return f"{markdown_cell(family)} {markdown_cell(entry['version'])} {shown}"
+    entry = bundle.sides[side]
+    shown = " / ".join(markdown_code(path) for path in entry.declared or (entry.dispatch,))
+    return f"{markdown_cell(entry.family)} {markdown_cell(entry.version)} {shown}"
 
 
-def _workload(manifest: dict[str, Any]) -> str:
-    cases = manifest["cases"]
-    vocabs = sorted({int(c["vocab"]) for c in cases})
-    kinds = sorted({markdown_cell(c["kind"]) for c in cases})
+def _workload(bundle: BundleModel) -> str:
+    cases = bundle.workload
+    vocabs = sorted({c.vocab for c in cases})
+    kinds = sorted({markdown_cell(c.kind) for c in cases})
     return f"{len(cases)} cases ({', '.join(kinds)}; vocab {', '.join(map(str, vocabs))})"
 
 
-def _worst(rows: list[dict[str, Any]], key: str) -> str:
-    values = [(unhexf(r["diagnostics"][key]),
-               f"{markdown_cell(r['case'])}[{markdown_cell(r['row'])}]") for r in rows
-              if isinstance(r.get("diagnostics"), dict) and key in r["diagnostics"]]
+def _worst(rows: Sequence[Row], masses: str) -> str:
+    values = [(value, f"{markdown_cell(r.case)}[{markdown_cell(r.row)}]") for r in rows
+              if (value := getattr(r, masses)["patched"]) is not None]
     if not values:
         return "n/a"
     value, where = max(values)
@@ -96,24 +90,19 @@ def _worst(rows: list[dict[str, Any]], key: str) -> str:
 
 
 def row_of(path: Path, pub: Path) -> tuple[str, str]:
-    """The bundle's workload cell (to group rows by) and its table line."""
-    view = open_bundle(path, load_public_key(pub))
-    predicate = view.statement["predicate"]
-    manifest = json.loads(view.raw("manifest.json"))
-    rows = json.loads(view.raw("results/rows.json"))
-    rows = rows["rows"] if isinstance(rows, dict) else rows
-    verdict = predicate["verdict"]
+    """The bundle's workload cell (to group rows by) and its table line, from its evidence
+    model (:func:`harness.present.model.verified_model`: verified in this process first)."""
+    b = verified_model(path, load_public_key(pub), "impls")
     reasons: Counter[str] = Counter()
-    for row in rows:
-        reasons.update(row.get("stops", []))
-    stopped = sum(1 for row in rows if row.get("stops"))
+    for row in b.rows:
+        reasons.update(row.stops)
+    stopped = sum(1 for row in b.rows if row.stops)
     detail = ", ".join(f"{markdown_cell(r)} {n}" for r, n in sorted(reasons.items())) or "none"
-    rules = (predicate.get("judgement") or {}).get("rules", "seed/v1")
-    workload = _workload(manifest)
-    cells = [_side(manifest, "patched"), _side(manifest, "stock"), workload,
-             markdown_code(rules), f"**{markdown_cell(verdict['verdict'])}**",
-             f"{stopped}/{len(rows)}: {detail}",
-             _worst(rows, "patched_mass_outside"), _worst(rows, "patched_mass_dropped")]
+    workload = _workload(b)
+    cells = [_side(b, "patched"), _side(b, "stock"), workload,
+             markdown_code(b.rules), f"**{markdown_cell(b.verdict)}**",
+             f"{stopped}/{len(b.rows)}: {detail}",
+             _worst(b.rows, "mass_outside"), _worst(b.rows, "mass_dropped")]
     return workload, "| " + " | ".join(_cell(c) for c in cells) + " |" + f" <!-- {path.name} -->"
 
 
@@ -138,13 +127,6 @@ def generate(bundles: Path = BUNDLES, table: Path = TABLE,
     return "\n".join(lines) + "\n"
 
 
-def _split(text: str) -> tuple[str, str, str]:
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise SystemExit(2)
-    start, stop = text.index(BEGIN), text.index(END) + len(END) + 1
-    return text[:start], text[start:stop], text[stop:]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundles", type=Path, default=BUNDLES)
@@ -154,22 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         section = generate(args.bundles)
+        return sections.run_mode(sections.IMPLS, section, check_path=args.check,
+                                 write_path=args.write)
     except (HarnessError, OSError, ValueError, KeyError) as err:
         print(f"impl_table: {printable(str(err))}", file=sys.stderr)
         return 2
-    target = args.check or args.write
-    if target is None:
-        sys.stdout.write(section)
-        return 0
-    before, current, after = _split(target.read_text("utf-8"))
-    if args.check:
-        if current != section:
-            print(f"impl_table: {target} is out of date; run scripts/impl_table.py --write "
-                  f"{target}", file=sys.stderr)
-            return 1
-        return 0
-    target.write_text(before + section + after, encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":

@@ -5,18 +5,14 @@
     .venv/bin/python scripts/results_section.py --check README.md  # exit 1 if README differs
     .venv/bin/python scripts/results_section.py --write README.md  # replace it in place
 
-Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change) through
-``harness.core.verify.open_bundle`` with the signer's public key (``--pubkey``, default
-``evidence/keys/topp-gate-evidence.pub``): the signature, receipt schema and file set are
-checked on open, and every artifact it reads (``results/rows.json``, ``cases.json``,
-``manifest.json``, each side's ``evidence.json``, and the inputs and outputs of rows both a
-CUDA and an interpreter bundle hold) is decoded by the codec the receipt records and
-checked against both receipt digests first. It does not rerun the oracle and gate (the
-view is an ``UnsafeBundleView``), yet it prints each bundle's signed
-``predicate["verdict"]``: that is sound only because CI verifies every bundle first
-(``scripts/test`` runs ``scripts/verify_committed.sh``, which reruns them with ``topp-gate
-verify``, before this script's ``--check``). Run ``topp-gate verify`` on a bundle before
-trusting a section generated from it.
+Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change) only after
+verifying it in this process with the signer's public key (``--pubkey``, default
+``evidence/keys/topp-gate-evidence.pub``) through :func:`harness.present.verified.verified_view`:
+the trusted core checks the signature, schema, digests and bindings and reruns the oracle
+and gate, then every artifact read (``results/rows.json``, ``cases.json``, ``manifest.json``,
+each side's ``evidence.json``, and the inputs and outputs of rows both a CUDA and an
+interpreter bundle hold) is decoded by the codec the receipt records and checked against
+both receipt digests. A bundle that does not verify stops the script (exit 2).
 
 Each bundle's section also carries the exact-real counts ``topp-gate exact`` derives from
 the same bytes (:mod:`harness.diagnostics.exact_bundle`; needs the ``exact`` extra, python-flint):
@@ -65,31 +61,30 @@ from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.names import FORCED, ORDINARY, SIDES  # noqa: E402
 from harness.core.report import ReportInputs, device_name, summarize  # noqa: E402
 from harness.core.terminal import markdown_cell, markdown_code  # noqa: E402
-from harness.core.verify import UnsafeBundleView, open_bundle  # noqa: E402
+from harness.core.verify import UnsafeBundleView  # noqa: E402
 from harness.diagnostics.exact_report import (  # noqa: E402
     exact_keeps,
     exact_stopped_table,
     exact_summary,
 )
+from harness.present import sections  # noqa: E402
+from harness.present.verified import verified_view  # noqa: E402
 
-BEGIN = "<!-- results:begin -->"
-END = "<!-- results:end -->"
+BEGIN = sections.RESULTS.begin
+END = sections.RESULTS.end
 DEFAULT_BUNDLES = Path("evidence/bundles")
 DEFAULT_PUBKEY = Path("evidence/keys/topp-gate-evidence.pub")
 DEFAULT_COMPARISON = Path("benchmarks/cuda_vs_interpreter.json")
 
 
 class Artifacts:
-    """A bundle's artifacts as its signed receipt names them, read through
-    :func:`harness.core.verify.open_bundle`: signature, schema and file set checked on open,
-    each artifact's stored and raw sha256 checked on read (any codec the writer used)."""
+    """A bundle's artifacts as its signed receipt names them, read only once the bundle
+    verified in this process (:func:`harness.present.verified.verified_view`), each
+    artifact's stored and raw sha256 checked on read (any codec the writer used)."""
 
-    def __init__(self, path: Path, public_key: Ed25519PublicKey) -> None:
+    def __init__(self, path: Path, view: UnsafeBundleView) -> None:
         self.name = path.name
-        try:
-            self.view: UnsafeBundleView = open_bundle(path, public_key)
-        except HarnessError as err:
-            raise SectionInputError(f"bundle {self.name}: {err}") from None
+        self.view = view
         self.subjects = {s["name"]: s for s in self.view.statement["subject"]}
         self.predicate: dict[str, Any] = self.view.statement["predicate"]
 
@@ -116,7 +111,12 @@ class Bundle:
 
 
 def load_bundle(path: Path, public_key: Ed25519PublicKey) -> Bundle:
-    art = Artifacts(path, public_key)
+    """The bundle at ``path``, verified in this process first (exit 2 if it does not)."""
+    return bundle_from_view(path, verified_view(path, public_key))
+
+
+def bundle_from_view(path: Path, view: UnsafeBundleView) -> Bundle:
+    art = Artifacts(path, view)
     manifest = art.json(MANIFEST)
     cases = art.json(CASES)
     evidence = {side: art.json(evidence_name(side))
@@ -443,17 +443,6 @@ def generate(bundles_dir: Path, display: Path | None = None, *,
     return "\n".join(lines).rstrip("\n") + "\n" + END + "\n"
 
 
-def split_readme(text: str) -> tuple[str, str, str]:
-    """(before, section with markers, after); refuses missing or repeated markers."""
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise SectionInputError(f"README must hold exactly one {BEGIN} ... {END} pair")
-    start, stop = text.index(BEGIN), text.index(END) + len(END)
-    after = text[stop:]
-    if after.startswith("\n"):
-        stop, after = stop + 1, after[1:]
-    return text[:start], text[start:stop], after
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundles", type=Path, default=None,
@@ -479,20 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      else ROOT / DEFAULT_PUBKEY)
         section = generate(bundles, display, public_key=public_key, comparison=comparison,
                            comparison_display=comparison_display)
-        if args.check is None and args.write is None:
-            sys.stdout.write(section)
-            return 0
-        readme = args.check or args.write
-        text = readme.read_text("utf-8")
-        before, current, after = split_readme(text)
-        if args.check is not None:
-            if current != section:
-                print(f"results_section: {readme} results section is out of date; run "
-                      f"scripts/results_section.py --write {readme}", file=sys.stderr)
-                return 1
-            return 0
-        readme.write_text(before + section + after, "utf-8")
-        return 0
+        return sections.run_mode(sections.RESULTS, section, check_path=args.check,
+                                 write_path=args.write)
     except (HarnessError, OSError) as err:
         print(f"results_section: {err}", file=sys.stderr)
         return 2

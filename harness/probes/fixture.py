@@ -138,7 +138,8 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     # hashes of the bytes read and written), because the verifier binds the receipt's
     # split-path flags and the artifacts to it; no kernel ran.
     named = {} if device is None else {"device": device}
-    evidence = {side: (json.dumps({"synthetic": True, "side": side, "backend": "interpreter",
+    backend = manifest["backend"]["required"]
+    evidence = {side: (json.dumps({"synthetic": True, "side": side, "backend": backend,
                                    **named,
                                    "note": "SYNTHETIC TEST FIXTURE: no kernel ran",
                                    "cases": [_record(c, inputs, outputs[side][c.id])

@@ -20,6 +20,7 @@ import synthetic  # noqa: E402
 from harness.capture.bundle_writer import write_bundle  # noqa: E402
 from harness.capture.signing import load_private_key  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
+from harness.probes import fixture  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("results_section",
                                                ROOT / "scripts" / "results_section.py")
@@ -37,8 +38,9 @@ def bundles(tmp_path_factory: pytest.TempPathFactory) -> Path:
     synthetic.write(root / "smoke")
     cuda_manifest = dict(synthetic.MANIFEST, name="synthetic-cuda",
                          backend={**synthetic.MANIFEST["backend"], "required": "cuda"})
-    content = dataclasses.replace(
-        synthetic.content(), manifest=(json.dumps(cuda_manifest, indent=2) + "\n").encode())
+    # the same captured bytes, its evidence naming the backend its manifest requires, so it
+    # verifies (the script reads only bundles it has just verified)
+    content = fixture.content(cuda_manifest)
     write_bundle(root / "h200", content, load_private_key(synthetic.SIGNING_KEY),
                  max_bytes=synthetic.MANIFEST["limits"]["max_bundle_bytes"])
     return root
@@ -142,11 +144,14 @@ def test_rows_with_other_bytes_or_outputs_are_told_apart(tmp_path: Path) -> None
         inputs={**base.inputs, f"inputs/{case}.logits.f32": bytes(logits)},
         outputs={**base.outputs, "patched": {**base.outputs["patched"],
                                              "forced-v64": bytes(patched)}})
-    # rows.json is not judged again: the generator reads outputs, it does not rerun the gate
+    # rows.json is not judged again, so this bundle would not verify: the comparison itself
+    # is tested here, on views opened without the rerun (load_bundle verifies first)
     write_bundle(root / "h200", content, load_private_key(synthetic.SIGNING_KEY),
                  max_bytes=None)
+    from harness.core.verify import open_bundle
+
     matches = results_section.shared_rows(
-        results_section.load_bundle(root / "h200", PUB),
+        results_section.bundle_from_view(root / "h200", open_bundle(root / "h200", PUB)),
         results_section.load_bundle(root / "smoke", PUB))
     assert [(m.case, m.row) for m in matches] == [
         ("forced-v64", 0), ("forced-v64", 1), ("forced-v64", 2), ("forced-v64", 3),

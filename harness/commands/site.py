@@ -1,0 +1,78 @@
+"""``topp-gate site EVIDENCE_DIR --out DIR``: a static HTML site of the verified evidence."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from ..core.errors import EXIT_OK, UsageError
+from ..core.terminal import printable
+from . import flags
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser(
+        "site",
+        help="build a static HTML site from the evidence, each bundle verified first",
+        description="Verify every bundle and mutation run under EVIDENCE_DIR (the committed "
+        "layout: bundles/, sweep/bundles/, deploy/bundles/, impls/bundles/, pr/, mutation/; "
+        "each bundle with the key verdicts.tsv names for it, else the trusted keys) and write "
+        "a static site to DIR: index.html with the findings and a release x path x "
+        "implementation grid coloured by verdict, one page per bundle and one per mutation "
+        "run. A bundle that does not verify is shown as refused with its reason, never its "
+        "claims. No script, no network: open DIR/index.html. One progress line per bundle "
+        "on stderr.",
+    )
+    parser.add_argument("evidence", type=Path, metavar="EVIDENCE_DIR")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="folder to write the site into (created; must be empty if it "
+                        "exists)")
+    parser.add_argument("--pubkey", type=Path, action="append", default=[], metavar="PUB",
+                        help="also trust this public key (repeatable); the built-in project "
+                        "keys are always tried")
+    parser.add_argument("--no-mutation", action="store_true",
+                        help="leave the mutation runs out (they re-verify every mutant's "
+                        "bundle, the longest part of a build)")
+    flags.workers(parser, "verifying bundles in parallel (one bundle per process)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..present.build import build, discover
+    from ..present.site import write_site
+
+    out: Path = args.out
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{printable(out)} exists and is not an empty folder: give a new "
+                         "or empty one")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    extra = [_pem(p) for p in args.pubkey]
+    start = time.monotonic()
+    tasks = discover(args.evidence, mutations=not args.no_mutation)
+    if not tasks:
+        raise UsageError(f"no bundle or mutation run under {printable(args.evidence)}")
+    print(f"site: verifying {len(tasks)} pieces of evidence", file=sys.stderr, flush=True)
+    evidence = build(tasks, workers=args.workers, extra_keys=extra,
+                     progress=lambda line: print(f"site: {line}", file=sys.stderr,
+                                                 flush=True))
+    out.mkdir(parents=True, exist_ok=True)
+    pages = write_site(evidence, out)
+    refused = sum(1 for b in evidence.bundles if not hasattr(b, "verdict")) + sum(
+        1 for m in evidence.mutations if not hasattr(m, "mutants"))
+    print(f"site: wrote {len(pages)} pages to {printable(out)} in "
+          f"{time.monotonic() - start:.0f} s ({refused} refused); open "
+          f"{printable(out / 'index.html')}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _pem(path: Path) -> bytes:
+    from cryptography.hazmat.primitives import serialization
+
+    from ..core.keys import load_public_key
+
+    key = load_public_key(path)
+    return key.public_bytes(serialization.Encoding.PEM,
+                            serialization.PublicFormat.SubjectPublicKeyInfo)

@@ -1,0 +1,289 @@
+"""One model of the evidence: release x path x implementation x workload x row.
+
+Built only from bundles :mod:`harness.present.verified` has just verified (a bundle that
+does not verify is a :class:`RefusedBundle` with the core's reason, never its claims) and
+from mutation runs :func:`harness.capture.mutation_check.check_summary` has just re-verified.
+Plain, picklable values: the site builds each bundle's model in a worker process.
+
+Evidence strings are kept as they are here; every view escapes them for its own medium.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import HarnessError
+from ..core.names import SIDES
+
+# The committed evidence's bundle folders, by group (a group names what the bundles answer).
+GROUPS: dict[str, str] = {
+    "bundles": "the forced-logit gate (issue 1): 0.30.0 against the fix",
+    "sweep": "the release sweep: which vLLM releases lose the forced token",
+    "deploy": "the deployment matrix: releases against 0.33.0 on every CUDA path",
+    "impls": "implementations: FlashInfer's samplers and vLLM's PyTorch path",
+    "pr": "pull-request runs (topp-gate pr): a harmless and a harmful change",
+}
+BUNDLE_GLOBS: dict[str, tuple[str, ...]] = {
+    "bundles": ("bundles/*/",),
+    "sweep": ("sweep/bundles/*/",),
+    "deploy": ("deploy/bundles/*/",),
+    "impls": ("impls/bundles/*/",),
+    "pr": ("pr/*/", "pr/*.tar.xz"),
+}
+MUTATION_GLOBS = ("mutation/*/", "mutation/*.tar.xz")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a comparison: the implementation, its release and the paths it proved."""
+
+    family: str
+    version: str
+    dispatch: str  # the path the manifest requires
+    proven: tuple[str, ...]  # the paths the kernel evidence proved, over the cases
+    status: str  # the runner's status for the side ("ok", "kernel_crash", ...)
+    reason: str  # the runner's one-line reason when it did not run
+    declared: tuple[str, ...] = ()  # the paths the manifest's cases require of the side
+
+
+@dataclass(frozen=True)
+class Row:
+    """One judged row: the oracle's count beside each side's kept count and mass."""
+
+    case: str
+    row: int
+    kind: str
+    stops: tuple[str, ...]
+    oracle: int | None
+    kept: dict[str, int | None]
+    mass_outside: dict[str, float | None]
+    mass_dropped: dict[str, float | None]
+    forced_failures: dict[str, tuple[str, ...]] = field(default_factory=dict)  # forced rows
+
+    @property
+    def label(self) -> str:
+        return f"{self.case}[{self.row}]"
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    paths: dict[str, str | None]  # the path each side proved for the case (None: unproven)
+    status: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One case of the manifest: what the rows are (the workload axis of the model)."""
+
+    id: str
+    kind: str
+    vocab: int
+
+
+@dataclass(frozen=True)
+class BundleModel:
+    """A verified bundle: every field read from the verified statement or recomputed."""
+
+    path: str  # as shown: relative to the evidence folder's parent
+    group: str
+    name: str  # the manifest's name
+    description: str
+    sides: dict[str, Side]
+    cases: tuple[Case, ...]
+    rows: tuple[Row, ...]
+    workload: tuple[Workload, ...]
+    rules: str
+    report_format: str
+    verdict: str
+    reasons: tuple[str, ...]
+    rows_total: int
+    rows_stopped: int
+    stop_rows: dict[str, int]
+    base_defects: dict[str, Any] | None  # regression rule sets: the base's own failures
+    base_defect_rows: tuple[dict[str, Any], ...]
+    broken_rows: dict[str, list[str]] | None
+    signer: str
+    payload_sha256: str
+    manifest_sha256: str
+    harness: dict[str, Any]
+    devices: tuple[str, ...]
+    backend: str
+    library_binding: str
+    archive: str | None = None  # the .tar.xz it came from, if any
+
+    @property
+    def slug(self) -> str:
+        return _slug(self.path)
+
+
+@dataclass(frozen=True)
+class RefusedBundle:
+    path: str
+    group: str
+    code: str
+    reason: str
+    archive: str | None = None
+
+    @property
+    def slug(self) -> str:
+        return _slug(self.path)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    kind: str
+    killed: bool
+    verdict: str
+    reasons: tuple[str, ...]
+    stopped_rows: tuple[str, ...]
+    criterion_kills: bool
+    diff: str  # the mutation's source diff (checked against the signed summary's digest)
+    changed: tuple[str, ...] | None = None  # survivors: rows whose patched output changed
+
+
+@dataclass(frozen=True)
+class MutationRun:
+    path: str
+    matrix: str
+    rules: str
+    backend: str
+    catalogue: str
+    base_verdict: str
+    base_defects: int
+    gate_kills: tuple[int, int]
+    criterion_kills: tuple[int, int]
+    mutants: tuple[Mutant, ...]
+    survivors: tuple[str, ...]
+    signer: str
+    catalogue_entries: int = 0  # how many entries the catalogue holds (a run may take part)
+    criterion_batches: int = 0  # vLLM's criterion on the base: its batches
+    criterion_base_failed: int = 0  # ... the batches the unchanged base already fails
+    criterion_telling: int = 0  # mutants it kills on a batch the base passes
+
+    @property
+    def slug(self) -> str:
+        return _slug(self.path)
+
+
+@dataclass(frozen=True)
+class RefusedRun:
+    path: str
+    code: str
+    reason: str
+
+    @property
+    def slug(self) -> str:
+        return _slug(self.path)
+
+
+@dataclass
+class Evidence:
+    bundles: list[BundleModel | RefusedBundle] = field(default_factory=list)
+    mutations: list[MutationRun | RefusedRun] = field(default_factory=list)
+
+
+def _slug(path: str) -> str:
+    out = "".join(c if c.isalnum() or c in "-._" else "-" for c in path)
+    return out.strip("-.") or "bundle"
+
+
+def _mass(value: Any) -> float | None:
+    from ..core.f32 import unhexf
+
+    if not isinstance(value, str):
+        return None
+    try:
+        return unhexf(value)
+    except (ValueError, HarnessError):
+        return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _row(raw: dict[str, Any]) -> Row:
+    found, judged = raw.get("diagnostics"), raw.get("oracle")
+    diagnostics: dict[str, Any] = found if isinstance(found, dict) else {}
+    oracle: dict[str, Any] = judged if isinstance(judged, dict) else {}
+    kept: dict[str, int | None] = {}
+    for side in SIDES:
+        entry = raw.get(side)
+        kept[side] = _int(entry.get("kept")) if isinstance(entry, dict) else None
+    return Row(case=str(raw.get("case")), row=_int(raw.get("row")) or 0,
+               kind=str(raw.get("kind")), stops=tuple(str(s) for s in raw.get("stops", [])),
+               oracle=_int(oracle.get("count")), kept=kept,
+               mass_outside={s: _mass(diagnostics.get(f"{s}_mass_outside")) for s in SIDES},
+               mass_dropped={s: _mass(diagnostics.get(f"{s}_mass_dropped")) for s in SIDES},
+               forced_failures={s: tuple(str(f) for f in diagnostics.get(
+                   f"{s}_forced_failures", [])) for s in SIDES})
+
+
+def verified_model(path: Path, key: Any, group: str = "") -> BundleModel:
+    """For the README section scripts: the model of the bundle at ``path``, verified with
+    ``key`` in this process first (once per process); a bundle that does not verify is a
+    SectionInputError naming it and the core's reason (the scripts' exit 2)."""
+    from ..core.errors import SectionInputError
+    from ..core.limits import default_workers
+    from ..core.terminal import printable
+    from .verified import Refused, checked
+
+    result = checked(path, key=key, workers=default_workers())
+    if isinstance(result, Refused):
+        raise SectionInputError(f"bundle {printable(path.name)} does not verify: "
+                                f"{result.reason}")
+    return bundle_model(path, path.name, group, result)
+
+
+def bundle_model(path: Path, shown: str, group: str, checked: Any,
+                 archive: str | None = None) -> BundleModel:
+    """The model of one verified bundle (``checked``: :class:`verified.Checked`)."""
+    from ..core.report import device_name
+    from ..core.verify import case_paths
+
+    verified, view = checked.verified, checked.view
+    predicate = view.statement["predicate"]
+    manifest = json.loads(view.raw("manifest.json"))
+    rows_doc = json.loads(view.raw("results/rows.json"))
+    rows = rows_doc["rows"] if isinstance(rows_doc, dict) else rows_doc
+    side_results = predicate.get("environment", {}).get("side_results", {})
+    cases = tuple(Case(str(c["id"]), {s: p for s, p in case_paths(dict(c)).items()},
+                       {s: str(c.get(s, "")) for s in SIDES}) for c in predicate["cases"])
+    sides = {}
+    for side in SIDES:
+        entry = manifest["sources"]["sides"][side]
+        result = side_results.get(side, {}) if isinstance(side_results, dict) else {}
+        sides[side] = Side(
+            family=str(entry.get("family", "vllm-triton")), version=str(entry["version"]),
+            dispatch=str(entry.get("dispatch", "split")),
+            proven=tuple(sorted({str(c.paths.get(side)) for c in cases
+                                 if c.paths.get(side)})),
+            status=str(result.get("status", "ok")), reason=str(result.get("reason", "")),
+            declared=tuple(sorted({str((c.get("paths") or {}).get(
+                side, entry.get("dispatch", "split"))) for c in manifest["cases"]})))
+    running = predicate.get("environment", {}).get("running", {})
+    devices = tuple(sorted({device_name(ev) for ev in running.values()} - {""})) \
+        if isinstance(running, dict) else ()
+    v = verified.verdict
+    return BundleModel(
+        path=shown, group=group, name=str(manifest.get("name", path.name)),
+        description=str(manifest.get("description", "")), sides=sides, cases=cases,
+        rows=tuple(_row(r) for r in rows if isinstance(r, dict)),
+        workload=tuple(Workload(str(c["id"]), str(c["kind"]), int(c["vocab"]))
+                       for c in manifest["cases"]), rules=verified.rules,
+        report_format=verified.report_format, verdict=str(v["verdict"]),
+        reasons=tuple(v["reasons"]), rows_total=int(v["rows"]),
+        rows_stopped=int(v["rows_stopped"]), stop_rows=dict(verified.stop_rows),
+        base_defects=v.get("base_defects"), base_defect_rows=tuple(v.get("base_defect_rows")
+                                                                   or ()),
+        broken_rows=v.get("broken_rows"), signer=verified.keyid,
+        payload_sha256=verified.payload_sha256, manifest_sha256=verified.manifest_sha256,
+        harness={"algorithm": verified.harness_algorithm, "sha256": verified.harness_recorded,
+                 "matches": verified.harness_matches, "source": verified.harness_source},
+        devices=devices, backend=str(predicate.get("environment", {}).get("backend", "?")),
+        library_binding=verified.library_binding, archive=archive)

@@ -1,0 +1,429 @@
+"""The static evidence site: HTML pages rendered from the evidence model.
+
+No script anywhere: each page carries a Content-Security-Policy that allows only its one
+stylesheet (by hash) and nothing else, so no page loads, runs or sends anything. Every
+string from evidence goes through :func:`html.escape` (:func:`_e`) before it reaches a page.
+Pages: ``index.html`` (findings, the release x path x implementation grid, every bundle and
+mutation run), ``bundles/<slug>.html`` and ``mutation/<slug>.html``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from html import escape
+from pathlib import Path
+
+from ..core.names import PATCHED, SIDES, STOCK
+from . import svg
+from .model import (
+    GROUPS,
+    BundleModel,
+    Evidence,
+    MutationRun,
+    RefusedBundle,
+    RefusedRun,
+)
+
+CSS = """
+body{font-family:sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#1f2d3d;color:#fff;padding:16px 24px}
+header a{color:#cfe3ff}
+main{padding:16px 24px;max-width:1200px}
+table{border-collapse:collapse;margin:8px 0 16px}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top;font-size:13px}
+th{background:#eee}
+td.n{text-align:right}
+.v-pass{background:#9fd8a4}
+.v-stop{background:#f2a3a3}
+.v-mixed{background:#f7d488}
+.v-refused{background:#bdbdbd}
+.v-none{background:#fafafa}
+.wide{overflow-x:auto}
+#grid td{min-width:90px;height:36px}
+#grid td a{display:block;font-size:12px}
+pre{background:#f0f0f0;padding:8px;overflow-x:auto;font-size:12px}
+.plot{border:1px solid #ddd;margin:4px 8px 12px 0}
+.legend span{display:inline-block;padding:2px 8px;margin-right:6px}
+code{font-size:90%}
+""".strip()
+_STYLE_HASH = base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()
+CSP = f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; img-src 'none'"
+REFUSED_COLUMN = "did not verify"
+ROWS_LISTED = 3000  # the all-rows table lists at most this many rows; the page says so
+
+
+def _e(text: object) -> str:
+    """Evidence text for HTML, text and attribute values alike."""
+    return escape(str(text), quote=True)
+
+
+def _page(title: str, body: Iterable[str], *, up: str = "") -> str:
+    home = f'<a href="{up}index.html">evidence home</a>' if up else ""
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title>", f"<style>{CSS}</style>", "</head>", "<body>",
+        f'<header><h1 id="title">{_e(title)}</h1>{home}</header>', "<main>", *body,
+        "</main>", "</body>", "</html>", ""])
+
+
+def _verdict_class(verdicts: Sequence[str]) -> str:
+    if not verdicts:
+        return "v-none"
+    if set(verdicts) == {"PASS"}:
+        return "v-pass"
+    if set(verdicts) == {"STOP"}:
+        return "v-stop"
+    if set(verdicts) == {"refused"}:
+        return "v-refused"
+    return "v-mixed"
+
+
+def _bundle_href(b: BundleModel | RefusedBundle, up: str = "") -> str:
+    return f"{up}bundles/{b.slug}.html"
+
+
+def _mutation_href(m: MutationRun | RefusedRun, up: str = "") -> str:
+    return f"{up}mutation/{m.slug}.html"
+
+
+# --- the front page -----------------------------------------------------------------------
+
+
+def _findings(ev: Evidence) -> list[str]:
+    verified = [b for b in ev.bundles if isinstance(b, BundleModel)]
+    refused = [b for b in ev.bundles if isinstance(b, RefusedBundle)]
+    out = []
+    sweep = [b for b in verified if b.group == "sweep"]
+    if sweep:
+        stopped = [b.sides[STOCK].version for b in sweep if b.verdict == "STOP"]
+        passed = [b.sides[STOCK].version for b in sweep if b.verdict == "PASS"]
+        out.append(f"Release sweep: {len(stopped)} of {len(sweep)} vLLM releases stop against "
+                   "the fixed release"
+                   + (f" ({_e(_span(stopped))})" if stopped else "")
+                   + f"; {len(passed)} pass" + (f" ({_e(_span(passed))})." if passed else "."))
+    deploy = [b for b in verified if b.group == "deploy"]
+    if deploy:
+        reasons = sorted({r for b in deploy for r in b.reasons})
+        out.append(f"Deployment matrix: {sum(b.verdict == 'STOP' for b in deploy)} of "
+                   f"{len(deploy)} releases, 0.33.0 included, stop on at least one CUDA "
+                   f"path (reasons: {_e(', '.join(reasons)) or 'none'}).")
+    impls = [b for b in verified if b.group == "impls"]
+    if impls:
+        families = Counter((b.sides[PATCHED].family, b.verdict) for b in impls)
+        said = "; ".join(f"{_e(f)}: {n} {v}" for (f, v), n in sorted(families.items()))
+        out.append(f"Other implementations (FlashInfer's samplers, vLLM's PyTorch path): "
+                   f"{said}.")
+    pr = [b for b in verified if b.group == "pr"]
+    if pr:
+        out.append("Pull-request runs: " + "; ".join(
+            f"{_e(b.path.rsplit('/', 2)[-2])} {b.verdict}" for b in pr) + ".")
+    runs = [m for m in ev.mutations if isinstance(m, MutationRun)]
+    if runs:
+        killed = sum(m.gate_kills[0] for m in runs)
+        of = sum(m.gate_kills[1] for m in runs)
+        out.append(f"Mutation testing: the gate killed {killed} of {of} mutants over "
+                   f"{len(runs)} verified runs; each run's page shows what the survivors "
+                   "changed.")
+    if refused or any(isinstance(m, RefusedRun) for m in ev.mutations):
+        n = len(refused) + sum(isinstance(m, RefusedRun) for m in ev.mutations)
+        out.append(f"{n} piece(s) of evidence did not verify and are shown as refused, "
+                   "with the reason, never with their claims.")
+    out.append(f"{len(verified)} bundles verified in this build (signature, digests, "
+               "bindings, oracle and gate rerun) before anything below was read from them.")
+    return [f"<li>{line}</li>" for line in out]
+
+
+def _span(versions: Sequence[str]) -> str:
+    if not versions:
+        return ""
+    if len(versions) <= 3:
+        return ", ".join(versions)
+    return f"{versions[0]} to {versions[-1]}"
+
+
+def _grid(ev: Evidence) -> list[str]:
+    """Rows: implementation and release of the stock side (the release or base a bundle
+    examines); columns: the paths that side proved; a cell: its bundles, coloured by their
+    verified verdicts (refused bundles are grey and placed nowhere but their own row)."""
+    cells: dict[tuple[str, str], dict[str, list[BundleModel | RefusedBundle]]] = defaultdict(
+        lambda: defaultdict(list))
+    paths: set[str] = set()
+    refused = [b for b in ev.bundles if isinstance(b, RefusedBundle)]
+    for b in ev.bundles:
+        if isinstance(b, RefusedBundle):
+            continue
+        side = b.sides[STOCK]
+        for path in side.proven or ("unproven",):
+            cells[(side.family, side.version)][path].append(b)
+            paths.add(path)
+    if refused:  # in a column and row of their own: a refused bundle's claims place nothing
+        cells[("(refused)", "(did not verify)")][REFUSED_COLUMN] = list(refused)
+    columns = sorted(paths) + ([REFUSED_COLUMN] if refused else [])
+    out = ['<div class="wide">', '<table id="grid">',
+           "<tr><th>implementation</th><th>release</th>"
+           + "".join(f"<th>{_e(p)}</th>" for p in columns) + "</tr>"]
+    for (family, version) in sorted(cells, key=lambda k: (k[0] == "(refused)", k[0],
+                                                          _version_key(k[1]))):
+        row = cells[(family, version)]
+        tds = []
+        for p in columns:
+            found = row.get(p, [])
+            verdicts = [b.verdict if isinstance(b, BundleModel) else "refused" for b in found]
+            links = "".join(f'<a href="{_e(_bundle_href(b))}">'
+                            f"{_e(v)}: {_e(b.path.rsplit('/', 1)[-1])}</a>"
+                            for b, v in zip(found, verdicts, strict=True))
+            tds.append(f'<td class="{_verdict_class(verdicts)}">{links}</td>')
+        out.append(f"<tr><th>{_e(family)}</th><th>{_e(version)}</th>{''.join(tds)}</tr>")
+    out += ["</table>", "</div>"]
+    return out
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    import re
+
+    return tuple(int(x) for x in re.findall(r"\d+", version))
+
+
+def index_page(ev: Evidence) -> str:
+    body = ["<h2>Findings</h2>", "<ul id=\"findings\">", *_findings(ev), "</ul>",
+            "<h2>Release x path x implementation</h2>",
+            "<p>Each row is the implementation and release a bundle examines (its stock "
+            "side: the release under test in the sweep and deployment matrices, the base of "
+            "a pull request); each column a dispatch path that side proved; each cell its "
+            "bundles, coloured by the verified verdict of the comparison.</p>",
+            '<p class="legend"><span class="v-pass">PASS</span><span class="v-stop">STOP'
+            '</span><span class="v-mixed">PASS and STOP</span><span class="v-refused">'
+            "refused (did not verify)</span></p>",
+            *_grid(ev), "<h2>Bundles</h2>"]
+    for group, what in GROUPS.items():
+        members = [b for b in ev.bundles if b.group == group]
+        if not members:
+            continue
+        body += [f"<h3>{_e(group)}: {_e(what)}</h3>",
+                 "<table><tr><th>bundle</th><th>verdict</th><th>rows stopped</th>"
+                 "<th>rules</th></tr>"]
+        for b in members:
+            if isinstance(b, RefusedBundle):
+                body.append(f'<tr><td><a href="{_e(_bundle_href(b))}">{_e(b.path)}</a></td>'
+                            f'<td class="v-refused">refused</td><td colspan="2">'
+                            f"{_e(b.reason)}</td></tr>")
+            else:
+                body.append(f'<tr><td><a href="{_e(_bundle_href(b))}">{_e(b.path)}</a></td>'
+                            f'<td class="{_verdict_class([b.verdict])}">{_e(b.verdict)}</td>'
+                            f'<td class="n">{b.rows_stopped} of {b.rows_total}</td>'
+                            f"<td>{_e(b.rules)}</td></tr>")
+        body.append("</table>")
+    if ev.mutations:
+        body += ["<h2>Mutation runs</h2>", "<table><tr><th>run</th><th>matrix</th>"
+                 "<th>gate kills</th><th>survivors</th></tr>"]
+        for m in ev.mutations:
+            if isinstance(m, RefusedRun):
+                body.append(f'<tr><td><a href="{_e(_mutation_href(m))}">{_e(m.path)}</a></td>'
+                            f'<td class="v-refused" colspan="3">refused: {_e(m.reason)}'
+                            "</td></tr>")
+            else:
+                body.append(f'<tr><td><a href="{_e(_mutation_href(m))}">{_e(m.path)}</a></td>'
+                            f"<td>{_e(m.matrix)}</td><td class=\"n\">{m.gate_kills[0]}/"
+                            f"{m.gate_kills[1]}</td><td>{len(m.survivors)}</td></tr>")
+        body.append("</table>")
+    return _page("topp-gate evidence", body)
+
+
+# --- one page per bundle --------------------------------------------------------------------
+
+
+def _kv(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    return ["<table>", *(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in pairs),
+            "</table>"]
+
+
+def refused_page(b: RefusedBundle) -> str:
+    return _page(f"refused: {b.path}", [
+        '<p id="verdict" class="v-refused">refused: this bundle did not verify, so nothing '
+        "it claims is shown.</p>",
+        *_kv([("bundle", f"<code>{_e(b.path)}</code>"), ("error", f"<code>{_e(b.code)}</code>"),
+              ("reason", _e(b.reason))])], up="../")
+
+
+def bundle_page(b: BundleModel) -> str:
+    def side_cell(side: str) -> str:
+        s = b.sides[side]
+        ran = "" if s.status == "ok" else f" (did not run: {_e(s.status)}: {_e(s.reason)})"
+        return (f"{_e(s.family)} {_e(s.version)}, path required <code>{_e(s.dispatch)}</code>"
+                f", proven: {_e(', '.join(s.proven) or 'none')}{ran}")
+
+    source = b.harness.get("source") or {}
+    body = [f'<p id="verdict" class="{_verdict_class([b.verdict])}">verified verdict: '
+            f"<strong>{_e(b.verdict)}</strong>: {b.rows_stopped} of {b.rows_total} rows "
+            f"stopped (reasons: {_e(', '.join(b.reasons) or 'none')})</p>",
+            "<h2>What was compared</h2>",
+            *_kv([("bundle", f"<code>{_e(b.path)}</code>"),
+                  ("manifest", f"{_e(b.name)}: {_e(b.description)}"),
+                  ("stock", side_cell(STOCK)), ("patched", side_cell(PATCHED)),
+                  ("workload", _e(f"{len(b.cases)} cases, {b.rows_total} rows")),
+                  ("rule set", f"<code>{_e(b.rules)}</code>"),
+                  ("report format", f"<code>{_e(b.report_format)}</code>"),
+                  ("backend", _e(f"{b.backend} on {', '.join(b.devices) or 'no device named'}"))
+                  ])]
+    body += ["<h2>Stopped rows by reason</h2>"]
+    if b.stop_rows:
+        body += _kv([(r, f"{n} rows") for r, n in b.stop_rows.items()])
+    else:
+        body.append("<p>No row stopped.</p>")
+    if b.base_defects is not None:
+        reasons = b.base_defects.get("reasons", {})
+        body += ["<h2>The base's own defects (apart from the change)</h2>",
+                 f"<p>{_e(b.base_defects.get('rows', 0))} rows the base already fails "
+                 f"(reasons: {_e(', '.join(f'{k} x{v}' for k, v in reasons.items()) or 'none')})"
+                 ". They do not stop the change unless it alters them.</p>"]
+        if b.base_defect_rows:
+            body.append("<table><tr><th>row</th><th>faults</th><th>altered by the change"
+                        "</th></tr>")
+            body += [f"<tr><td>{_e(r.get('row'))}</td><td>{_e(', '.join(r.get('faults', [])))}"
+                     f"</td><td>{'yes' if r.get('altered') else 'no'}</td></tr>"
+                     for r in b.base_defect_rows]
+            body.append("</table>")
+        if b.broken_rows:
+            body.append("<p>Rows the change broke: " + "; ".join(
+                f"{_e(reason)} ({len(ids)}): {_e(', '.join(ids))}"
+                for reason, ids in b.broken_rows.items()) + "</p>")
+    body += ["<h2>Kept count against the oracle's</h2>"]
+    plot = svg.kept_against_oracle(b.rows)
+    body.append(plot if plot else "<p>The rows carry no kept count beside an oracle count.</p>")
+    body += ["<h2>Mass diagnostics</h2>"]
+    masses = [p for p in (svg.mass_diagnostics(b.rows, s) for s in SIDES) if p]
+    body += masses or ["<p>The rows carry no mass diagnostics.</p>"]
+    body += ["<h2>Cases and proven kernel paths</h2>",
+             "<table><tr><th>case</th><th>stock path</th><th>patched path</th><th>rows</th>"
+             "<th>stopped</th></tr>"]
+    per_case = Counter(r.case for r in b.rows)
+    stopped_case = Counter(r.case for r in b.rows if r.stops)
+    for c in b.cases:
+        body.append(f"<tr><td>{_e(c.id)}</td><td>{_e(c.paths.get(STOCK) or 'unproven')}</td>"
+                    f"<td>{_e(c.paths.get(PATCHED) or 'unproven')}</td>"
+                    f'<td class="n">{per_case[c.id]}</td><td class="n">{stopped_case[c.id]}'
+                    "</td></tr>")
+    body.append("</table>")
+    body += ["<h2>Rows</h2>",
+             f"<p>Every row (at most {ROWS_LISTED} listed): the oracle's count, each side's "
+             "kept count and mass diagnostics, and its stop reasons.</p>",
+             "<table><tr><th>row</th><th>kind</th><th>oracle</th><th>stock kept</th>"
+             "<th>patched kept</th><th>stock mass outside / dropped</th>"
+             "<th>patched mass outside / dropped</th><th>stops</th></tr>"]
+    for r in b.rows[:ROWS_LISTED]:
+        cls = ' class="v-stop"' if r.stops else ""
+        body.append(
+            f"<tr{cls}><td>{_e(r.label)}</td><td>{_e(r.kind)}</td>"
+            f'<td class="n">{_num(r.oracle)}</td><td class="n">{_num(r.kept.get(STOCK))}</td>'
+            f'<td class="n">{_num(r.kept.get(PATCHED))}</td>'
+            f"<td>{_mass(r.mass_outside.get(STOCK))} / {_mass(r.mass_dropped.get(STOCK))}</td>"
+            f"<td>{_mass(r.mass_outside.get(PATCHED))} / "
+            f"{_mass(r.mass_dropped.get(PATCHED))}</td>"
+            f"<td>{_e(', '.join(r.stops))}</td></tr>")
+    body.append("</table>")
+    if len(b.rows) > ROWS_LISTED:
+        body.append(f"<p>{len(b.rows) - ROWS_LISTED} more rows are in the bundle's "
+                    "<code>results/rows.json</code>.</p>")
+    commit = source.get("commit", "not recorded") if isinstance(source, dict) else "?"
+    clean = source.get("clean") if isinstance(source, dict) else None
+    body += ["<h2>Provenance and signer</h2>", *_kv([
+        ("signer key id", f"<code>{_e(b.signer)}</code>"),
+        ("signed statement sha256", f"<code>{_e(b.payload_sha256)}</code>"),
+        ("manifest sha256", f"<code>{_e(b.manifest_sha256)}</code>"),
+        ("trusted core", f"{_e(b.harness.get('algorithm'))} sha256 "
+         f"<code>{_e(b.harness.get('sha256'))}</code> "
+         f"({'same as this build' if b.harness.get('matches') else 'differs from this build'})"),
+        ("made from", f"commit <code>{_e(commit)}</code>"
+         + ("" if clean is None else f" ({'clean' if clean else 'with local changes'})")),
+        ("kernel library binding", _e(b.library_binding)),
+        ("committed as", _e(b.archive or "a bundle folder"))])]
+    return _page(f"{b.name}: {b.verdict}", body, up="../")
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _mass(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+# --- one page per mutation run ---------------------------------------------------------------
+
+
+def mutation_page(m: MutationRun | RefusedRun) -> str:
+    if isinstance(m, RefusedRun):
+        return _page(f"refused: {m.path}", [
+            '<p id="verdict" class="v-refused">refused: this mutation run did not verify, so '
+            "nothing it claims is shown.</p>",
+            *_kv([("run", f"<code>{_e(m.path)}</code>"), ("error", f"<code>{_e(m.code)}</code>"),
+                  ("reason", _e(m.reason))])], up="../")
+    g, v = m.gate_kills, m.criterion_kills
+    body = [f'<p id="verdict">the gate killed <strong>{g[0]} of {g[1]}</strong> mutants; '
+            f"vLLM's own test criterion (reimplemented) killed {v[0]} of {v[1]}.</p>",
+            *_kv([("run", f"<code>{_e(m.path)}</code>"), ("matrix", _e(m.matrix)),
+                  ("rule set", f"<code>{_e(m.rules)}</code>"), ("backend", _e(m.backend)),
+                  ("catalogue", _e(m.catalogue)),
+                  ("base", f"{_e(m.base_verdict)} ({m.base_defects} base-defect rows)"),
+                  ("signer key id", f"<code>{_e(m.signer)}</code>")]),
+            "<h2>Kill table</h2>",
+            "<table><tr><th>mutant</th><th>kind</th><th>gate</th><th>reasons</th>"
+            "<th>vLLM criterion</th></tr>"]
+    for mu in m.mutants:
+        cls = "v-pass" if mu.killed else "v-stop"
+        body.append(f'<tr><td><a href="#{_e(_anchor(mu.id))}">{_e(mu.id)}</a></td>'
+                    f"<td>{_e(mu.kind)}</td><td class=\"{cls}\">"
+                    f"{'killed' if mu.killed else 'survived'}</td>"
+                    f"<td>{_e(', '.join(mu.reasons) or '-')}</td>"
+                    f"<td>{'killed' if mu.criterion_kills else 'survived'}</td></tr>")
+    body.append("</table>")
+    body.append("<p>Green: the gate stopped the mutant (killed); red: it survived.</p>")
+    body.append("<h2>What each mutant changed</h2>")
+    for mu in m.mutants:
+        if mu.killed:
+            said = (f"stopped rows: {_e('; '.join(mu.stopped_rows[:20]))}"
+                    + (f" and {len(mu.stopped_rows) - 20} more" if len(mu.stopped_rows) > 20
+                       else ""))
+        elif mu.changed is None:
+            said = "survived; its outputs are not comparable with the base's"
+        elif not mu.changed:
+            said = ("survived; its patched outputs equal the base's on every row (the "
+                    "matrix never made the mutation observable)")
+        else:
+            said = (f"survived; {len(mu.changed)} rows changed with no stop: "
+                    f"{_e(', '.join(mu.changed[:30]))}"
+                    + (f" and {len(mu.changed) - 30} more" if len(mu.changed) > 30 else ""))
+        body += [f'<h3 id="{_e(_anchor(mu.id))}">{_e(mu.id)}</h3>', f"<p>{said}</p>",
+                 f"<pre>{_e(mu.diff)}</pre>"]
+    return _page(f"mutation run {m.matrix}", body, up="../")
+
+
+def _anchor(mutant: str) -> str:
+    return "m-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in mutant)
+
+
+# --- the whole site ---------------------------------------------------------------------------
+
+
+def write_site(ev: Evidence, out: Path) -> list[Path]:
+    """Write every page under ``out``; returns the files written."""
+    written = []
+    (out / "bundles").mkdir(parents=True, exist_ok=True)
+    (out / "mutation").mkdir(parents=True, exist_ok=True)
+
+    def put(rel: str, text: str) -> None:
+        path = out / rel
+        path.write_text(text, "utf-8")
+        written.append(path)
+
+    put("index.html", index_page(ev))
+    for b in ev.bundles:
+        put(_bundle_href(b), refused_page(b) if isinstance(b, RefusedBundle) else bundle_page(b))
+    for m in ev.mutations:
+        put(_mutation_href(m), mutation_page(m))
+    return written

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Check (or rewrite) every generated README section in one process.
+
+    .venv/bin/python scripts/readme_sections.py --check README.md
+    .venv/bin/python scripts/readme_sections.py --write README.md
+
+Runs the five section scripts (results, implementations, deployment, mutation testing,
+affected releases; :data:`harness.present.sections.SECTIONS` holds their markers) one after
+another in this process, each with the arguments ``scripts/test`` gives it. Every bundle a
+section reads is verified by the trusted core first, and once per process
+(:mod:`harness.present.verified`): a bundle two sections read (vLLM 0.33.0's deployment
+bundle, beside the implementations) is verified once. Exit 0 when every section is current
+(or was rewritten), else the first non-zero exit of a section script (1 stale, 2 bad input,
+4 a mutation run that does not verify); every section is checked either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# the committed mutation runs and the key that signed each, in the README table's order
+MUTATION_RUNS = (
+    ("evidence/mutation/pr-cuda-h200-20261201", "evidence/keys/topp-gate-evidence-3.pub"),
+    ("evidence/mutation/pr-interpreter-cpu-20261201", "evidence/keys/topp-gate-evidence-3.pub"),
+    ("evidence/mutation/pr-cuda-v2-h200-20261203.tar.xz", "evidence/keys/topp-gate-evidence-4.pub"),
+    ("evidence/mutation/pr-interpreter-v2-cpu-20261203.tar.xz",
+     "evidence/keys/topp-gate-evidence-4.pub"),
+    ("evidence/mutation/pr-cuda-v3-h200-20261203.tar.xz", "evidence/keys/topp-gate-evidence-4.pub"),
+    ("evidence/mutation/pr-cuda-v4-h200-20261203-part1.tar.xz",
+     "evidence/keys/topp-gate-evidence-5.pub"),
+    ("evidence/mutation/pr-cuda-v4-h200-20261203-part2.tar.xz",
+     "evidence/keys/topp-gate-evidence-5.pub"),
+)
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", type=Path, metavar="README")
+    mode.add_argument("--write", type=Path, metavar="README")
+    args = parser.parse_args(argv)
+    flag, readme = ("--check", args.check) if args.check else ("--write", args.write)
+    if readme.resolve() != (ROOT / "README.md").resolve():
+        # scripts/mutation_table.py always reads this repository's README.md
+        print("readme_sections: give this repository's README.md", file=sys.stderr)
+        return 2
+    mutation = [str(ROOT / path) for path, _ in MUTATION_RUNS]
+    for _, key in MUTATION_RUNS:
+        mutation += ["--pubkey", str(ROOT / key)]
+    runs = [("results_section", [flag, str(readme)]),
+            ("impl_table", [flag, str(readme)]),
+            ("deploy_table", [flag, str(readme)]),
+            ("mutation_table", [*mutation, "--check" if args.check else "--write"]),
+            ("affected_releases", [flag, str(readme)])]
+    worst = 0
+    for name, script_args in runs:
+        start = time.monotonic()
+        print(f"readme_sections: {name} ...", file=sys.stderr, flush=True)
+        code = int(_script(name).main(script_args))
+        said = "current" if code == 0 and args.check else "written" if code == 0 else \
+            f"exit {code}"
+        print(f"readme_sections: {name}: {said} ({time.monotonic() - start:.0f} s)",
+              file=sys.stderr, flush=True)
+        worst = worst or code
+    return worst
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,204 @@
+"""harness/present: verify-once loading, the marker sections, and pages that escape evidence.
+
+Bundles here are SYNTHETIC ones, written by the real bundle writer with the test-only key."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "assets"))
+
+import synthetic  # noqa: E402
+
+from harness.core.errors import SectionInputError  # noqa: E402
+from harness.core.keys import load_public_key  # noqa: E402
+from harness.present import sections, site  # noqa: E402
+from harness.present.model import (  # noqa: E402
+    BundleModel,
+    Case,
+    Evidence,
+    Mutant,
+    MutationRun,
+    RefusedBundle,
+    Row,
+    Side,
+)
+from harness.present.verified import Checked, Refused, checked, verified_view  # noqa: E402
+
+PUB = load_public_key(synthetic.SIGNING_PUB)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("present") / "smoke"
+    synthetic.write(path)
+    return path
+
+
+def test_a_verified_bundle_is_verified_once_per_process(bundle: Path):
+    first = checked(bundle, key=PUB)
+    assert isinstance(first, Checked) and first.verified.verdict["verdict"] == "PASS"
+    assert first.view.payload_sha256 == first.verified.payload_sha256
+    assert checked(bundle, key=PUB) is first  # the same result: not verified again
+
+
+def test_a_tampered_bundle_is_refused_with_the_cores_reason(bundle: Path, tmp_path: Path):
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    rows = copy / "results" / "rows.json"
+    rows.write_bytes(rows.read_bytes().replace(b"true", b"True", 1))
+    refused = checked(copy, key=PUB)
+    assert isinstance(refused, Refused) and refused.code == "binding_mismatch"
+    with pytest.raises(SectionInputError, match="copy does not verify: binding_mismatch"):
+        verified_view(copy, PUB)
+
+
+def test_another_signer_is_refused_and_all_trusted_keys_are_named(bundle: Path):
+    other = checked(bundle, key=load_public_key(synthetic.OTHER_PUB))
+    assert isinstance(other, Refused) and other.code == "bad_signature"
+    # no key given: the built-in project keys are tried, none signed the test bundle
+    untrusted = checked(bundle)
+    assert isinstance(untrusted, Refused) and "key ids tried" in untrusted.reason
+
+
+def test_sections_find_replace_and_refuse_missing_markers():
+    s = sections.IMPLS
+    text = f"a\n{s.begin}\nold\n{s.end}\nb\n"
+    new = f"{s.begin}\nnew\n{s.end}\n"
+    assert sections.current(s, text) == f"{s.begin}\nold\n{s.end}\n"
+    assert sections.replaced(s, text, new) == f"a\n{new}b\n"
+    assert not sections.check(s, text, new) and sections.check(s, f"a\n{new}b\n", new)
+    with pytest.raises(SectionInputError, match="exactly one"):
+        sections.current(s, text + s.begin)
+    with pytest.raises(SectionInputError):
+        sections.current(sections.DEPLOY, text)
+
+
+def test_every_section_of_the_readme_is_marked_once():
+    readme = (ROOT / "README.md").read_text("utf-8")
+    for section in sections.SECTIONS.values():
+        assert sections.current(section, readme).endswith(section.end + "\n"), section.name
+
+
+HOSTILE = '<script>alert(1)</script>"\'&<img src=x onerror=alert(2)>'
+
+
+def _model() -> BundleModel:
+    side = Side(HOSTILE, HOSTILE, HOSTILE, (HOSTILE,), "kernel_crash", HOSTILE)
+    row = Row(HOSTILE, 0, HOSTILE, (HOSTILE,), 10, {"stock": 9, "patched": 10},
+              {"stock": 0.25, "patched": None}, {"stock": 0.5, "patched": 0.0})
+    return BundleModel(
+        path=f"evidence/bundles/{HOSTILE}", group="bundles", name=HOSTILE,
+        description=HOSTILE, sides={"stock": side, "patched": side},
+        cases=(Case(HOSTILE, {"stock": HOSTILE, "patched": None}, {}),), rows=(row,),
+        workload=(),
+        rules=HOSTILE, report_format=HOSTILE, verdict="STOP", reasons=(HOSTILE,),
+        rows_total=1, rows_stopped=1, stop_rows={HOSTILE: 1},
+        base_defects={"rows": 1, "reasons": {HOSTILE: 1}},
+        base_defect_rows=({"row": HOSTILE, "faults": [HOSTILE], "altered": True},),
+        broken_rows={HOSTILE: [HOSTILE]}, signer=HOSTILE, payload_sha256=HOSTILE,
+        manifest_sha256=HOSTILE, harness={"algorithm": HOSTILE, "sha256": HOSTILE,
+                                          "matches": False, "source": {"commit": HOSTILE}},
+        devices=(HOSTILE,), backend=HOSTILE, library_binding=HOSTILE)
+
+
+def _run() -> MutationRun:
+    mutant = Mutant(HOSTILE, HOSTILE, False, "PASS", (HOSTILE,), (HOSTILE,), True, HOSTILE,
+                    (HOSTILE,))
+    return MutationRun(f"evidence/mutation/{HOSTILE}", HOSTILE, HOSTILE, HOSTILE, HOSTILE,
+                       "PASS", 0, (0, 1), (1, 1), (mutant,), (HOSTILE,), HOSTILE)
+
+
+def test_every_page_escapes_evidence_and_holds_no_script(tmp_path: Path):
+    evidence = Evidence([_model(), RefusedBundle(f"evidence/bundles/x{HOSTILE}", "bundles",
+                                                 "bad_signature", HOSTILE)], [_run()])
+    pages = site.write_site(evidence, tmp_path)
+    assert len(pages) == 4
+    for page in pages:
+        text = page.read_text("utf-8")
+        assert "<script" not in text.lower() and "<img" not in text.lower(), page
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text, page
+        # the policy allows exactly the page's one stylesheet, by its hash
+        style = re.search(r"<style>(.*?)</style>", text, re.S)
+        assert style is not None
+        digest = base64.b64encode(hashlib.sha256(style.group(1).encode()).digest()).decode()
+        assert f"style-src 'sha256-{digest}'" in text and "default-src 'none'" in text
+        assert " style=" not in text  # no inline style attribute: the policy would block it
+
+
+def test_the_front_page_grid_colours_cells_by_verdict(tmp_path: Path):
+    model = _model()
+    passing = BundleModel(**{**model.__dict__, "path": "evidence/sweep/bundles/p",
+                             "verdict": "PASS"})
+    html = site.index_page(Evidence([model, passing, RefusedBundle("evidence/x", "bundles",
+                                                                   "bad_signature", "no")]))
+    grid = html[html.index('<table id="grid">'):]
+    grid = grid[:grid.index("</table>")]
+    assert 'class="v-mixed"' in grid  # one STOP and one PASS in the same cell
+    assert 'class="v-refused"' in grid and "did not verify" in grid
+
+
+def test_the_presentation_wing_imports_no_torch():
+    code = ("import sys, harness.present.build, harness.present.site, "
+            "harness.capture.mutate, harness.capture.mutation_check, "
+            "harness.capture.mutant_outputs, harness.commands.site; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'triton', 'matplotlib', 'vllm')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, check=True)
+    assert json.loads(done.stdout.replace("'", '"')) == []
+
+
+def test_site_refuses_a_non_empty_out_folder_and_a_missing_evidence_folder(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from harness.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    assert main(["site", str(tmp_path), "--out", str(out)]) == 2
+    assert "not an empty folder" in capsys.readouterr().err
+    assert (out / "keep.txt").read_text() == "mine"
+    assert main(["site", str(tmp_path / "none"), "--out", str(tmp_path / "new")]) == 2
+    assert "no evidence folder" in capsys.readouterr().err
+    assert main(["site", str(tmp_path), "--out", str(tmp_path / "new")]) == 2
+    assert "no bundle or mutation run" in capsys.readouterr().err
+
+
+def test_a_site_of_one_verified_and_one_refused_bundle(bundle: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]):
+    """In-process, one worker: the test-only key given with --pubkey; a copy signed by
+    another key is refused (no trusted key verifies it) and shown with its reason only."""
+    from harness.cli import main
+
+    evidence = tmp_path / "evidence"
+    shutil.copytree(bundle, evidence / "bundles" / "good")
+    synthetic.write(evidence / "bundles" / "other", key=synthetic.OTHER_KEY)
+    out = tmp_path / "site"
+    assert main(["site", str(evidence), "--out", str(out), "--workers", "1",
+                 "--pubkey", str(synthetic.SIGNING_PUB)]) == 0
+    err = capsys.readouterr().err
+    assert "evidence/bundles/good: verified, PASS" in err
+    assert "evidence/bundles/other: refused: no signature verifies" in err
+    refused = (out / "bundles" / "evidence-bundles-other.html").read_text()
+    assert "refused" in refused and "verified verdict" not in refused
+    good = (out / "bundles" / "evidence-bundles-good.html").read_text()
+    assert "verified verdict: <strong>PASS</strong>" in good
+
+
+def test_a_refused_mutation_run_page_shows_only_its_reason(tmp_path: Path):
+    from harness.present.model import RefusedRun
+
+    page = site.mutation_page(RefusedRun(f"evidence/mutation/{HOSTILE}", "bad_signature",
+                                         HOSTILE))
+    assert "refused" in page and "Kill table" not in page and "<script" not in page
