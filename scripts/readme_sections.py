@@ -37,6 +37,8 @@ MUTATION_RUNS = (
      "evidence/keys/topp-gate-evidence-5.pub"),
     ("evidence/mutation/pr-cuda-v4-h200-20261203-part2.tar.xz",
      "evidence/keys/topp-gate-evidence-5.pub"),
+    ("evidence/mutation/pr-cuda-v4-h200-20261203-part3.tar.xz",
+     "evidence/keys/topp-gate-evidence-5.pub"),
 )
 
 
