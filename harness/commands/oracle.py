@@ -11,7 +11,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from ..core.errors import EXIT_AMBIGUOUS, EXIT_OK, InvalidInputError, InvalidKError, UsageError
+from ..core.errors import (
+    EXIT_AMBIGUOUS,
+    EXIT_OK,
+    InvalidKError,
+    InvalidPError,
+    UsageError,
+)
 from ..core.f32 import hexf, row_length, rows, runtime_top_p, to_float32
 from ..core.oracle import SCAN, Ambiguous, OracleOutcome, numpy_available, top_k_top_p
 from ..core.safeio import read_regular_file
@@ -79,13 +85,6 @@ def _parse_k(given: str | None) -> int | None:
     return k
 
 
-class PAboveOneError(InvalidInputError):
-    """A p of 1 or more the oracle cannot read as asked (same code as the core's
-    ``InvalidPError``, whose message names the seed's open interval)."""
-
-    code = "invalid_p"
-
-
 def _parse_p(given: str | None, k: int | None) -> float | None:
     """float32 p, always in (0, 1]: below 1 it is top-p; exactly 1 (or absent) means top-k
     only (None) and needs --k. Anything above 1 is refused, with or without --k."""
@@ -97,12 +96,13 @@ def _parse_p(given: str | None, k: int | None) -> float | None:
     if p32 is not None:
         return p32
     # float32 p >= 1: only exactly 1 means "no top-p", and only beside a top-k cut
-    if to_float32(float(given)) > 1.0:
-        raise PAboveOneError(f"p={printable(given)} is above 1; it must be in (0, 1] (1 "
-                             "means no top-p, only with --k)")
+    p = to_float32(float(given))
+    if p > 1.0:
+        raise InvalidPError(given, p, f"p={printable(given)} is above 1; it must be in (0, 1] "
+                            "(1 means no top-p, only with --k)")
     if k is None:
-        raise PAboveOneError(f"p={printable(given)} keeps every token: give --k K with it "
-                             "(top-k only), or a p in (0, 1)")
+        raise InvalidPError(given, p, f"p={printable(given)} keeps every token: give --k K "
+                            "with it (top-k only), or a p in (0, 1)")
     return None
 
 

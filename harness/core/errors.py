@@ -70,12 +70,12 @@ class NonFiniteLogitError(InvalidInputError):
 class InvalidPError(InvalidInputError):
     code = "invalid_p"
 
-    def __init__(self, given: object, as_float32: float | None) -> None:
+    def __init__(self, given: object, as_float32: float | None, why: str | None = None) -> None:
         self.given, self.as_float32 = given, as_float32
         shown = "not a number" if as_float32 is None else repr(as_float32)
-        super().__init__(
+        super().__init__(why or (
             f"p={given!r} is {shown} after float32 conversion; it must be finite and in (0, 1)"
-        )
+        ))
 
 
 class InvalidKError(InvalidInputError):
