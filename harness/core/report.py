@@ -383,17 +383,13 @@ def _forced_table(groups: Any, text: Any, sides: tuple[str, str], *, v3: bool = 
     """The forced rows' table, its columns named by the two sides' words (``stock`` and
     ``patched`` for the fix question, ``base`` and ``change`` for a pull request)."""
     first, second = sides
-    if v3:
-        return _table(["forced value", "vocab", "rows", f"{first} failed a forced rule",
-                       f"{first} failures", f"{second} held", f"{second} failures"],
-                      ([_shown(g["value"], text), g["vocab"], g["rows"],
-                        f"{g['stock_failed']}/{g['rows']}", _counts(g["stock_failures"]),
-                        f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
-                       for g in groups))
-    return _table(["forced value", "vocab", "rows", f"{first} lost forced token",
+    # v3 counts a side that failed any forced rule; v1/v2 counted only a lost forced token
+    label, key = ("failed a forced rule", "stock_failed") if v3 else \
+        ("lost forced token", "stock_lost_forced")
+    return _table(["forced value", "vocab", "rows", f"{first} {label}",
                    f"{first} failures", f"{second} held", f"{second} failures"],
                   ([_shown(g["value"], text), g["vocab"], g["rows"],
-                    f"{g['stock_lost_forced']}/{g['rows']}", _counts(g["stock_failures"]),
+                    f"{g[key]}/{g['rows']}", _counts(g["stock_failures"]),
                     f"{g['patched_held']}/{g['rows']}", _counts(g["patched_failures"])]
                    for g in groups))
 
