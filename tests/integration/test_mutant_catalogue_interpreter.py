@@ -11,13 +11,21 @@ two tables, ``_update_min_larger_stats`` and ``_topk_topp_kernel``, base or muta
 written to a module and launched as vLLM's CPU dispatch launches it (``BLOCK_SIZE`` 256,
 ``BLOCK_SIZE_TRUNC`` 128), with the kernel child's interpreter shim for ``tl.range``. The
 gate's own runs (``topp-gate mutate``) import the whole mutated module in kernel children.
+
+Each launch is a process of its own (this file run as a script, ``TRITON_INTERPRET=1``):
+Triton reads the variable when ``triton.language`` is first imported, so a pytest process
+that imported Triton before (an xdist worker that ran other files) cannot interpret
+``tl.sum`` ("Cannot call @triton.jit'd outside of the scope of a kernel").
 """
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,9 +69,13 @@ def _pieces(kernel: str) -> str:
     return "".join(out)
 
 
-def _load(kernel: str, name: str, folder: Path) -> Any:
+def _write(kernel: str, name: str, folder: Path) -> Path:
     path = folder / f"{name.replace('-', '_')}.py"
     path.write_text(_pieces(kernel), encoding="utf-8")
+    return path
+
+
+def _import(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -112,19 +124,22 @@ def kernel(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, Path]:
     return raw, tmp_path_factory.mktemp("mono")
 
 
-@pytest.fixture(scope="module")
-def launch(monkeypatch_module: pytest.MonkeyPatch) -> Any:
-    monkeypatch_module.setenv("TRITON_INTERPRET", "1")
-    from harness.capture.families.vllm_triton import interpreter_loop_tensors
-
-    interpreter_loop_tensors()
-    return _run
+class LaunchFailed(Exception):
+    """The interpreted kernel crashed (or could not be imported) in its process."""
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Any:
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
+def launch(path: Path) -> list[list[float]]:
+    """The kernel module at PATH run on :func:`_batch` in Triton's interpreter, in a fresh
+    process (this file as a script); its output rows."""
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, __file__, str(path)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    if done.returncode != 0:
+        raise LaunchFailed(done.stderr[-2000:])
+    out: list[list[float]] = json.loads(done.stdout)
+    return out
 
 
 def _entry(mid: str) -> Mutation:
@@ -133,10 +148,9 @@ def _entry(mid: str) -> Mutation:
 
 
 @pytest.fixture(scope="module")
-def base(kernel, launch) -> list[list[float]]:
+def base(kernel) -> list[list[float]]:
     raw, folder = kernel
-    out: list[list[float]] = launch(_load(raw.decode("utf-8"), "base", folder))
-    return out
+    return launch(_write(raw.decode("utf-8"), "base", folder))
 
 
 def test_the_base_keeps_what_the_batch_was_built_for(base):
@@ -149,15 +163,22 @@ def test_the_base_keeps_what_the_batch_was_built_for(base):
     assert all(out[r][i] == logits[r][i] for r in range(len(out)) for i in kept[r])
 
 
-def test_a_sample_of_monolithic_mutants_changes_an_output(kernel, launch, base):
+def test_a_sample_of_monolithic_mutants_changes_an_output(kernel, base):
     raw, folder = kernel
     unchanged = []
     for mid in SAMPLE:
         mutated = mutate(raw, _entry(mid)).decode("utf-8")
         try:
-            out = launch(_load(mutated, mid, folder))
-        except Exception:  # noqa: BLE001, S112 - a mutant that crashes is told apart
+            out = launch(_write(mutated, mid, folder))
+        except LaunchFailed:  # a mutant that crashes is told apart
             continue
         if out == base:
             unchanged.append(mid)
     assert unchanged == []
+
+
+if __name__ == "__main__":  # one launch, in the process :func:`launch` starts
+    from harness.capture.families.vllm_triton import interpreter_loop_tensors
+
+    interpreter_loop_tensors()
+    print(json.dumps(_run(_import(Path(sys.argv[1])))))
