@@ -3,6 +3,7 @@
 
     .venv/bin/python scripts/readme_sections.py --check README.md
     .venv/bin/python scripts/readme_sections.py --write README.md
+    .venv/bin/python scripts/readme_sections.py --check README.md --only mutation_table
 
 Runs the five section scripts (results, implementations, deployment, mutation testing,
 affected releases; :data:`harness.present.sections.SECTIONS` holds their markers) one after
@@ -12,6 +13,10 @@ section reads is verified by the trusted core first, and once per process
 bundle, beside the implementations) is verified once. Exit 0 when every section is current
 (or was rewritten), else the first non-zero exit of a section script (1 stale, 2 bad input,
 4 a mutation run that does not verify); every section is checked either way.
+
+``--only NAME[,NAME...]`` runs those section scripts alone: ``scripts/test`` runs the
+mutation runs' check in one process and the other four in another, at once (no bundle is
+read by both groups, so each is still verified once).
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", type=Path, metavar="README")
     mode.add_argument("--write", type=Path, metavar="README")
+    parser.add_argument("--only", metavar="NAME[,NAME...]",
+                        help="run only these section scripts (results_section, impl_table, "
+                             "deploy_table, mutation_table, affected_releases)")
     args = parser.parse_args(argv)
     flag, readme = ("--check", args.check) if args.check else ("--write", args.write)
     if readme.resolve() != (ROOT / "README.md").resolve():
@@ -70,6 +78,14 @@ def main(argv: list[str] | None = None) -> int:
             ("deploy_table", [flag, str(readme)]),
             ("mutation_table", [*mutation, "--check" if args.check else "--write"]),
             ("affected_releases", [flag, str(readme)])]
+    if args.only is not None:
+        names = args.only.split(",")
+        unknown = sorted(set(names) - {name for name, _ in runs})
+        if unknown:  # "" too: --only "" or a stray comma
+            print(f"readme_sections: --only: no section script {ascii(unknown[0])} (give "
+                  f"some of {', '.join(name for name, _ in runs)})", file=sys.stderr)
+            return 2
+        runs = [(name, script_args) for name, script_args in runs if name in names]
     worst = 0
     for name, script_args in runs:
         start = time.monotonic()
