@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..core.errors import EXIT_OK, UsageError
+from ..core.errors import EXIT_OK, EXIT_VERIFY, UsageError
 from ..core.terminal import printable
 from . import flags
 
@@ -35,6 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--no-mutation", action="store_true",
                         help="leave the mutation runs out (they re-verify every mutant's "
                         "bundle, the longest part of a build)")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 4 (pages still written) unless every piece verified and the "
+                        "bundle folders are exactly those EVIDENCE_DIR/verdicts.tsv names, "
+                        "each with its recorded verdict (CI runs this on the committed "
+                        "evidence)")
     flags.workers(parser, "verifying bundles in parallel (one bundle per process)")
     parser.set_defaults(handler=run)
 
@@ -50,6 +55,11 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     extra = [_pem(p) for p in args.pubkey]
+    record = None
+    if args.check:  # the record is read first: a bad one costs no verification
+        from ..present.record import RECORD, read_record
+
+        record = read_record(args.evidence / RECORD)
     start = time.monotonic()
     tasks = discover(args.evidence, mutations=not args.no_mutation)
     if not tasks:
@@ -65,6 +75,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"site: wrote {len(pages)} pages to {printable(out)} in "
           f"{time.monotonic() - start:.0f} s ({refused} refused); open "
           f"{printable(out / 'index.html')}", file=sys.stderr)
+    if record is not None:
+        from ..present.record import RECORD, folders_without_receipt, problems
+
+        found = folders_without_receipt(args.evidence) + problems(evidence, record)
+        for line in found:
+            print(f"site: --check: {line}", file=sys.stderr)
+        if found:
+            print(f"site: --check: {len(found)} problems against {RECORD}", file=sys.stderr)
+            return EXIT_VERIFY
+        print(f"site: --check: every piece verified; {len(record)} bundles, each with the "
+              f"verdict {RECORD} records", file=sys.stderr)
     return EXIT_OK
 
 

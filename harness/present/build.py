@@ -29,8 +29,6 @@ from .model import (
     bundle_model,
 )
 
-KEY_TABLE = "verdicts.tsv"
-
 
 @dataclass(frozen=True)
 class Task:
@@ -44,13 +42,14 @@ class Task:
 def discover(evidence: Path, *, mutations: bool = True) -> list[Task]:
     """Every bundle and mutation run under ``evidence`` (the committed layout), with the key
     ``evidence/verdicts.tsv`` names for a bundle where it names one."""
-    from .verified import read_key_table
+    from .record import RECORD, read_record
 
     if not evidence.is_dir():
         raise UsageError(f"no evidence folder at {printable(evidence)}")
     root = evidence.resolve().parent
-    table = evidence / KEY_TABLE
-    keys = read_key_table(table, root) if table.is_file() else {}
+    table = evidence / RECORD
+    keys = {(root / path).resolve(): root / line.key
+            for path, line in (read_record(table) if table.is_file() else {}).items()}
     tasks: list[Task] = []
     for group, patterns in BUNDLE_GLOBS.items():
         for pattern in patterns:

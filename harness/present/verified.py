@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.errors import HarnessError, SignatureError, UsageError
+from ..core.errors import HarnessError, SignatureError
 from ..core.terminal import printable
 
 if TYPE_CHECKING:
@@ -45,21 +45,6 @@ class Refused:
 
 
 _DONE: dict[tuple[str, str], Checked | Refused] = {}
-
-
-def read_key_table(table: Path, root: Path) -> dict[Path, Path]:
-    """``evidence/verdicts.tsv``: bundle folder -> the public key that signed it (both
-    resolved against ``root``, the folder the table's paths are relative to)."""
-    keys: dict[Path, Path] = {}
-    for number, line in enumerate(table.read_text("utf-8").splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) != 3:
-            raise UsageError(f"{table}:{number}: expected path, public key and verdict "
-                             "separated by tabs")
-        keys[(root / fields[0]).resolve()] = root / fields[1]
-    return keys
 
 
 def _candidate_keys(path: Path, pubkey: Path | None,

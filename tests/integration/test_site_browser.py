@@ -220,3 +220,31 @@ def test_the_front_page_layout_has_its_landmarks(site: Path, tmp_path: Path):
         assert cells, (colour, found)
         assert cells[0][0] > legend[1]  # the grid sits under the legend
         assert 150 <= cells[0][2] and cells[0][3] < 1200  # right of the two heading columns
+
+
+SITE_ENV = "TOPP_GATE_SITE"
+
+
+@needs_chromium
+def test_the_whole_committed_evidence_site_loads_in_chromium(tmp_path: Path):
+    """The site of every committed bundle, built by ``scripts/test``'s evidence step
+    (``topp-gate site evidence --check``, the base install) and named in $TOPP_GATE_SITE:
+    every page loads without a console line and every local link resolves."""
+    import os
+
+    named = os.environ.get(SITE_ENV)
+    if not named:
+        pytest.skip(f"${SITE_ENV} names no site (scripts/test builds the committed "
+                    "evidence's and sets it)")
+    site = Path(named)
+    pages = sorted(site.rglob("*.html"))
+    index = (site / "index.html").read_text("utf-8")
+    bundles = [line for line in (ROOT / "evidence/verdicts.tsv").read_text().splitlines()
+               if line.strip() and not line.startswith("#")]
+    # a page per bundle (and per bundle of the PR archive), none shown as refused
+    assert len(pages) > len(bundles) and '<td class="v-refused"' not in index
+    assert broken_links(site) == []
+    for page in pages:
+        dom, console = console_lines(page, tmp_path / "profile")
+        assert console == [], f"{page.relative_to(site)}: {console}"
+        assert 'id="title"' in dom and "</main>" in dom, page
