@@ -112,7 +112,7 @@ class BundleModel:
     manifest_sha256: str
     harness: dict[str, Any]
     devices: tuple[str, ...]
-    backend: str
+    backend: str  # the manifest's required backend (verify checks each side's against it)
     library_binding: str
     archive: str | None = None  # the .tar.xz it came from, if any
     # the figures report.md shows, as the core computes them (:func:`_figures`): forced
@@ -337,7 +337,7 @@ def bundle_model(path: Path, shown: str, group: str, checked: Any,
         payload_sha256=verified.payload_sha256, manifest_sha256=verified.manifest_sha256,
         harness={"algorithm": verified.harness_algorithm, "sha256": verified.harness_recorded,
                  "matches": verified.harness_matches, "source": verified.harness_source},
-        devices=devices, backend=str(predicate.get("environment", {}).get("backend", "?")),
+        devices=devices, backend=str(manifest.get("backend", {}).get("required", "?")),
         library_binding=verified.library_binding, archive=archive,
         figures=_figures(view, manifest, rows, v, verified.report_format),
         exact=_exact(view) if exact else None)
