@@ -1,5 +1,5 @@
 """Text for exact-real counts: ``topp-gate exact``'s tables and the README's results section
-(``scripts/results_section.py``). Derived, never a verdict: no signed report holds it, so it
+(:mod:`harness.present.results`). Derived, never a verdict: no signed report holds it, so it
 lives outside the trusted core and changing it changes no core digest.
 
 Input: per-row records as :meth:`harness.diagnostics.exact_bundle.ExactRow.to_json` writes

@@ -11,6 +11,7 @@ Evidence strings are kept as they are here; every view escapes them for its own 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,13 +112,40 @@ class BundleModel:
     manifest_sha256: str
     harness: dict[str, Any]
     devices: tuple[str, ...]
-    backend: str
+    backend: str  # the manifest's required backend (verify checks each side's against it)
     library_binding: str
     archive: str | None = None  # the .tar.xz it came from, if any
+    # the figures report.md shows, as the core computes them (:func:`_figures`): forced
+    # groups, kept-count envelope, symmetric difference, diagnostics, oracle statuses
+    figures: dict[str, Any] = field(default_factory=dict)
+    # every row's exact-real count beside its binary64 and kernel counts (``topp-gate
+    # exact``; derived here, never attested by the receipt), when asked for (exact=True)
+    exact: tuple[dict[str, Any], ...] | None = None
 
     @property
     def slug(self) -> str:
         return _slug(self.path)
+
+
+@dataclass(frozen=True)
+class RowOutput:
+    """One side's output for one row, fingerprinted: its bytes and its kept set."""
+
+    sha256: str  # the row's output bytes
+    kept: int  # tokens the output keeps (not masked to -inf)
+    kept_sha256: str  # the kept set (one byte per token: kept or not)
+
+
+@dataclass(frozen=True)
+class RowBytes:
+    """One row's captured bytes, fingerprinted, so two bundles' rows compare without being
+    held: the same case id and label with equal ``inputs_sha256`` are the same captured row."""
+
+    case: str
+    row: int  # the row's index in its case
+    label: str
+    inputs_sha256: str  # the row's logits and p bytes
+    outputs: dict[str, RowOutput]  # each side that wrote an output for the case
 
 
 @dataclass(frozen=True)
@@ -224,25 +252,49 @@ def _row(raw: dict[str, Any]) -> Row:
                    f"{s}_forced_failures", [])) for s in SIDES})
 
 
-def verified_model(path: Path, key: Any, group: str = "") -> BundleModel:
+def verified_model(path: Path, key: Any, group: str = "", *,
+                   exact: bool = False) -> BundleModel:
     """For the README section scripts: the model of the bundle at ``path``, verified with
     ``key`` in this process first (once per process); a bundle that does not verify is a
-    SectionInputError naming it and the core's reason (the scripts' exit 2)."""
-    from ..core.errors import SectionInputError
-    from ..core.limits import default_workers
-    from ..core.terminal import printable
-    from .verified import Refused, checked
+    SectionInputError naming it and the core's reason (the scripts' exit 2). ``exact``:
+    with every row's exact-real count (needs the exact extra)."""
+    from .verified import verified_checked
 
-    result = checked(path, key=key, workers=default_workers())
-    if isinstance(result, Refused):
-        raise SectionInputError(f"bundle {printable(path.name)} does not verify: "
-                                f"{result.reason}")
-    return bundle_model(path, path.name, group, result)
+    return bundle_model(path, path.name, group, verified_checked(path, key), exact=exact)
+
+
+def _figures(view: Any, manifest: dict[str, Any], rows: Any, verdict: dict[str, Any],
+             report_format: str) -> dict[str, Any]:
+    """The figures report.md shows (:func:`harness.core.report.summarize`), from the inputs
+    verify regenerates report.md from: the manifest's backend, the re-judged verdict, each
+    side's ``evidence.json`` and the cases index; a forced row's failures read as the
+    bundle's report format reads them."""
+    from ..core.bundle import CASES, evidence_name
+    from ..core.report import REPORT_V1, REPORT_V2, ReportInputs, forced_failures_v3, summarize
+
+    names = {s["name"] for s in view.statement["subject"]}
+    evidence = {side: json.loads(view.raw(evidence_name(side)))
+                for side in SIDES if evidence_name(side) in names}
+    inputs = ReportInputs(str(manifest.get("name", "")),
+                          str(manifest.get("backend", {}).get("required", "?")), rows,
+                          verdict, evidence, json.loads(view.raw(CASES)))
+    if report_format in (REPORT_V1, REPORT_V2):
+        return summarize(inputs)
+    return summarize(inputs, forced_failures_v3)
+
+
+def _exact(view: Any) -> tuple[dict[str, Any], ...]:
+    """Every row's exact-real count (what ``topp-gate exact`` computes; the exact extra)."""
+    from ..core.limits import default_workers
+    from ..diagnostics.exact_bundle import bundle_exact
+
+    return tuple(row.to_json() for row in bundle_exact(view, workers=default_workers()))
 
 
 def bundle_model(path: Path, shown: str, group: str, checked: Any,
-                 archive: str | None = None) -> BundleModel:
-    """The model of one verified bundle (``checked``: :class:`verified.Checked`)."""
+                 archive: str | None = None, *, exact: bool = False) -> BundleModel:
+    """The model of one verified bundle (``checked``: :class:`verified.Checked`); ``exact``:
+    with every row's exact-real count (seconds per bundle; needs the exact extra)."""
     from ..core.report import device_name
     from ..core.verify import case_paths
 
@@ -285,5 +337,46 @@ def bundle_model(path: Path, shown: str, group: str, checked: Any,
         payload_sha256=verified.payload_sha256, manifest_sha256=verified.manifest_sha256,
         harness={"algorithm": verified.harness_algorithm, "sha256": verified.harness_recorded,
                  "matches": verified.harness_matches, "source": verified.harness_source},
-        devices=devices, backend=str(predicate.get("environment", {}).get("backend", "?")),
-        library_binding=verified.library_binding, archive=archive)
+        devices=devices, backend=str(manifest.get("backend", {}).get("required", "?")),
+        library_binding=verified.library_binding, archive=archive,
+        figures=_figures(view, manifest, rows, v, verified.report_format),
+        exact=_exact(view) if exact else None)
+
+
+_NEG_INF = 0xFF800000  # float32 -inf: a masked token
+
+
+def _row_output(data: bytes) -> RowOutput:
+    import numpy as np
+
+    from ..core.digest import sha256_hex
+
+    kept = np.frombuffer(data, dtype="<u4") != _NEG_INF
+    return RowOutput(sha256_hex(data), int(kept.sum()), sha256_hex(kept.tobytes()))
+
+
+def row_bytes(path: Path, key: Any, cases: Collection[str]) -> tuple[RowBytes, ...]:
+    """The rows of the named cases of the bundle at ``path``, fingerprinted (each case's
+    captured logits and p, and each side's output, read from the bundle verified with
+    ``key`` in this process; a bundle that does not verify is a SectionInputError)."""
+    from ..core.bundle import CASES, output_name
+    from ..core.digest import sha256_hex
+    from .verified import verified_checked
+
+    view = verified_checked(path, key).view
+    names = {s["name"] for s in view.statement["subject"]}
+    out = []
+    for case in json.loads(view.raw(CASES)).get("cases", []):
+        if case["id"] not in cases:
+            continue
+        width = 4 * int(case["vocab"])  # float32 bytes of one row
+        logits, p = view.raw(case["logits"]), view.raw(case["p"])
+        outputs = {side: view.raw(output_name(side, case["id"])) for side in SIDES
+                   if output_name(side, case["id"]) in names}  # a failed side wrote none
+        for i, row in enumerate(case["rows"]):
+            out.append(RowBytes(
+                str(case["id"]), i, str(row["label"]),
+                sha256_hex(logits[width * i:width * (i + 1)] + p[4 * i:4 * i + 4]),
+                {side: _row_output(data[width * i:width * (i + 1)])
+                 for side, data in outputs.items()}))
+    return tuple(out)

@@ -123,11 +123,11 @@ def _check(path: Path, keys: Sequence[Ed25519PublicKey], frozen_manifest: Path |
     return Refused(path, last.code, printable(str(last)))
 
 
-def verified_view(path: Path, key: Ed25519PublicKey, *,
-                  workers: int | None = None) -> UnsafeBundleView:
-    """For the README section scripts: the view of a bundle verified with ``key`` in this
-    process (rerun included); a bundle that does not verify is a SectionInputError naming
-    it and the core's reason (the scripts' exit 2), so no section is built from it."""
+def verified_checked(path: Path, key: Ed25519PublicKey, *,
+                     workers: int | None = None) -> Checked:
+    """For the README section scripts: the bundle verified with ``key`` in this process
+    (rerun included) and its view; a bundle that does not verify is a SectionInputError
+    naming it and the core's reason (the scripts' exit 2), so no section is built from it."""
     from ..core.errors import SectionInputError
     from ..core.limits import default_workers
 
@@ -135,4 +135,4 @@ def verified_view(path: Path, key: Ed25519PublicKey, *,
     if isinstance(result, Refused):
         raise SectionInputError(f"bundle {printable(path.name)} does not verify: "
                                 f"{result.reason}")
-    return result.view
+    return result

@@ -33,7 +33,7 @@ from harness.present.model import (  # noqa: E402
     Row,
     Side,
 )
-from harness.present.verified import Checked, Refused, checked, verified_view  # noqa: E402
+from harness.present.verified import Checked, Refused, checked, verified_checked  # noqa: E402
 
 PUB = load_public_key(synthetic.SIGNING_PUB)
 
@@ -60,7 +60,7 @@ def test_a_tampered_bundle_is_refused_with_the_cores_reason(bundle: Path, tmp_pa
     refused = checked(copy, key=PUB)
     assert isinstance(refused, Refused) and refused.code == "binding_mismatch"
     with pytest.raises(SectionInputError, match="copy does not verify: binding_mismatch"):
-        verified_view(copy, PUB)
+        verified_checked(copy, PUB)
 
 
 def test_another_signer_is_refused_and_all_trusted_keys_are_named(bundle: Path):
