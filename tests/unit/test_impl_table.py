@@ -1,6 +1,6 @@
-"""scripts/impl_table.py: the implementation table of docs/implementations.md, generated from the committed
-receipts (signature checked on open), and the version 3 manifests ``manifest new`` writes for
-other families (scripts/impl_manifests.py uses it)."""
+"""scripts/impl_table.py: the implementation table of docs/implementations.md, generated from
+the committed receipts (signature checked on open), and the version 3 manifests ``manifest
+new`` writes for other families (scripts/impl_manifests.py uses it)."""
 
 from __future__ import annotations
 
