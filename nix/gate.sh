@@ -1,5 +1,5 @@
 # `nix run .#gate [-- RUN-ARGS]`: the predeclared gate from any directory, with nothing
-# prepared (README "Run the gate", as scripts/gate does without Nix):
+# prepared (README "Two commands", as scripts/gate does without Nix):
 #   - the signing key: --key, else $TOPP_GATE_KEY, else
 #     ${XDG_CONFIG_HOME:-~/.config}/topp-gate/signing.key, made on first use (mode 0600);
 #   - the frozen manifest: --manifest, else the flake's own copy of

@@ -1,6 +1,6 @@
 # `nix run .#verify -- BUNDLE [VERIFY-ARGS]`: `topp-gate verify`, on any of the flake's
 # systems, with no torch in its closure. The exit code is `topp-gate verify`'s, passed
-# through unchanged (its --help and README "Exit codes" say what each one means; 4 when
+# through unchanged (its --help and docs/commands.md "Exit codes" say what each one means; 4 when
 # verification fails, 2 for usage); with no arguments: this usage, exit 2.
 #
 # nix/apps.nix replaces the store path below; tests/unit/test_nix_wrappers.py does the same

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate README.md's "Affected releases" section from the committed sweep bundles.
+"""Generate docs/results.md's "Affected releases" section from the committed sweep bundles.
 
     .venv/bin/python scripts/affected_releases.py                  # print the section
-    .venv/bin/python scripts/affected_releases.py --check README.md  # exit 1 if README differs
-    .venv/bin/python scripts/affected_releases.py --write README.md  # replace it in place
+    .venv/bin/python scripts/affected_releases.py --check docs/results.md  # exit 1 if it differs
+    .venv/bin/python scripts/affected_releases.py --write docs/results.md  # replace it in place
 
 Reads every bundle under ``evidence/sweep/bundles/*/`` (``--bundles DIR`` to change)
 as the evidence model (:func:`harness.present.model.verified_model`) of each: verified in
@@ -17,10 +17,10 @@ stock lost the forced token (and the same for the patched side), the gate's verd
 reasons, and for a side whose kernel did not run (``kernel_crash``, ``timeout``) the
 runner's one-line reason.
 
-The README holds the section between ``<!-- affected:begin -->`` and
+docs/results.md holds the section between ``<!-- affected:begin -->`` and
 ``<!-- affected:end -->``; nothing between the markers is typed by hand.
 
-Exit codes: 0 ok (or README up to date), 1 README section differs (``--check``),
+Exit codes: 0 ok (or the file up to date), 1 the file's section differs (``--check``),
 2 bad input (missing markers, unreadable or inconsistent bundle).
 """
 
@@ -147,8 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pubkey", type=Path,
                         default=ROOT / "evidence" / "keys" / "topp-gate-evidence-2.pub")
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--check", type=Path, metavar="README")
-    action.add_argument("--write", type=Path, metavar="README")
+    action.add_argument("--check", type=Path, metavar="FILE")
+    action.add_argument("--write", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
     try:
         public_key = load_public_key(args.pubkey)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Measure, on one machine's Triton arithmetic, the float32 facts that decide whether three
 survivors of the mutation catalogue can change any output of vLLM 0.33.0's split top-p
-pipeline (issue 20; README "Mutation testing the gate"). Writes one JSON result, signed as a
-DSSE envelope when --key is given.
+pipeline (issue 20; docs/mutation.md, "Mutation testing the gate"). Writes one JSON result,
+signed as a DSSE envelope when --key is given.
 
 * ``exp_nonpositive_above_one``: finite float32 t <= 0 (every one on CUDA) with
   ``tl.exp(t) > 1``; and ``exp_zero_is_one``. With none, every token's probability

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate README.md's deployment table (issue 19) from the signed deployment bundles.
+"""Generate docs/results.md's deployment table (issue 19) from the signed deployment bundles.
 
     .venv/bin/python scripts/deploy_table.py                  # print the section
-    .venv/bin/python scripts/deploy_table.py --check README.md  # exit 1 if README differs
-    .venv/bin/python scripts/deploy_table.py --write README.md  # replace it in place
+    .venv/bin/python scripts/deploy_table.py --check docs/results.md  # exit 1 if it differs
+    .venv/bin/python scripts/deploy_table.py --write docs/results.md  # replace it in place
 
 Reads every bundle under ``evidence/deploy/bundles/*/`` (``--bundles DIR``) made from a
 manifest under ``evidence/manifests/deploy/``, as the evidence model
@@ -20,12 +20,12 @@ set; ``stock_mass_dropped``: of oracle tokens it dropped). The bundle's verdict 
 release.
 
 With no deployment bundle yet the section says so and ``--check`` checks only that the
-README holds that same section (the markers ``<!-- deploy:begin -->`` and
-``<!-- deploy:end -->``; nothing between them is typed by hand). A README without the
+file holds that same section (the markers ``<!-- deploy:begin -->`` and
+``<!-- deploy:end -->``; nothing between them is typed by hand). A file without the
 markers is bad input for ``--check`` and ``--write`` (exit 2), unless there are no bundles:
 then there is nothing to check and the script says so (exit 0).
 
-Exit codes: 0 ok, 1 README section differs (``--check``), 2 bad input.
+Exit codes: 0 ok, 1 the file's section differs (``--check``), 2 bad input.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="the bundles' signer's public key (default: "
                         "evidence/keys/topp-gate-evidence-3.pub)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", type=Path, metavar="README")
-    mode.add_argument("--write", type=Path, metavar="README")
+    mode.add_argument("--check", type=Path, metavar="FILE")
+    mode.add_argument("--write", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
     bundles = args.bundles if args.bundles is not None else ROOT / DEFAULT_BUNDLES
     try:

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate README.md's implementation x workload table from the committed receipts.
+"""Generate docs/implementations.md's implementation x workload table from the committed receipts.
 
     .venv/bin/python scripts/impl_table.py                    # print the table
-    .venv/bin/python scripts/impl_table.py --check README.md  # exit 1 if README differs
-    .venv/bin/python scripts/impl_table.py --write README.md  # replace it in place
+    .venv/bin/python scripts/impl_table.py --check docs/implementations.md  # exit 1 if it differs
+    .venv/bin/python scripts/impl_table.py --write docs/implementations.md  # replace it in place
 
 Reads every bundle folder under ``evidence/impls/bundles/`` (``--bundles DIR``), plus vLLM
 0.33.0's Triton bundle of the deployment matrix (:data:`BESIDE`: the same captured inputs as
@@ -19,8 +19,8 @@ diagnostics (``patched_mass_outside``/``_mass_dropped``: the largest binary64 pr
 mass of kept tokens outside the oracle's set, and of oracle tokens dropped). With no bundle
 yet, the table says so.
 
-The README holds it between ``<!-- impls:begin -->`` and ``<!-- impls:end -->``. Exit codes:
-0 ok (or README up to date), 1 README differs (``--check``), 2 bad input.
+docs/implementations.md holds it between ``<!-- impls:begin -->`` and ``<!-- impls:end -->``.
+Exit codes: 0 ok (or the file up to date), 1 the file differs (``--check``), 2 bad input.
 """
 
 from __future__ import annotations
@@ -131,8 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundles", type=Path, default=BUNDLES)
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", type=Path, metavar="README")
-    mode.add_argument("--write", type=Path, metavar="README")
+    mode.add_argument("--check", type=Path, metavar="FILE")
+    mode.add_argument("--write", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
     try:
         section = generate(args.bundles)

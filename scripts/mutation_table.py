@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""The README's mutation-testing table, generated from signed mutation results (issue 20).
+"""The mutation-testing table of docs/mutation.md, generated from signed mutation results
+(issue 20).
 
     scripts/mutation_table.py DIR [DIR...] --pubkey PUB [--pubkey PUB...]          print it
-    scripts/mutation_table.py DIR [DIR...] --pubkey PUB [--pubkey PUB...] --check  README holds it
+    scripts/mutation_table.py DIR [DIR...] --pubkey PUB [--pubkey PUB...] --check  FILE holds it
     scripts/mutation_table.py DIR [DIR...] --pubkey PUB [--pubkey PUB...] --write  replace it
+
+``--check``/``--write`` take the file that holds the section, after the folders; without
+one, this repository's ``docs/mutation.md`` (:data:`harness.present.sections.HOMES`).
 
 One ``--pubkey`` verifies every folder; several are matched to the folders in order (each
 folder with the key that signed it).
@@ -21,8 +25,8 @@ run (:func:`harness.present.build.mutation_run`, which the site's pages use too)
 states only what verified. Progress (one line
 per verified bundle) goes to stderr; every string from a summary reaches the table through
 :func:`harness.core.terminal.markdown_cell` / ``markdown_code``.
-The section sits in README.md between the two marker lines below. Exit codes: 0 printed, or
-README holds it (--check) or was rewritten (--write); 1 README differs or has no section;
+The section sits between the two marker lines below. Exit codes: 0 printed, or the file
+holds it (--check) or was rewritten (--write); 1 the file differs or has no section;
 2 usage or unreadable input; 4 a summary or bundle that does not verify (one line each).
 """
 
@@ -119,8 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--pubkey", type=Path, required=True, action="append")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true")
-    mode.add_argument("--write", action="store_true")
+    home = REPO / sections.HOMES[sections.MUTATION.name]
+    mode.add_argument("--check", type=Path, nargs="?", const=home, metavar="FILE",
+                      help=f"exit 1 when FILE (default {home.relative_to(REPO)}) does not hold "
+                      "the generated table")
+    mode.add_argument("--write", type=Path, nargs="?", const=home, metavar="FILE",
+                      help="replace FILE's table with the generated one")
     args = parser.parse_args(argv)
     from harness.core.errors import HarnessError
     from harness.core.terminal import printable
@@ -135,16 +143,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation_table: malformed mutation summary ({type(err).__name__}: "
               f"{printable(str(err))})", file=sys.stderr)
         return 4
-    if not (args.check or args.write):
+    if args.check is None and args.write is None:
         sys.stdout.write(text)
         return 0
-    path = REPO / "README.md"
-    if not sections.holds(sections.MUTATION, path.read_text(encoding="utf-8")):
-        print("README.md has no mutation-table section", file=sys.stderr)
-        return 1
+    path = args.check if args.check is not None else args.write
     try:
-        return sections.run_mode(sections.MUTATION, text, check_path=path if args.check
-                                 else None, write_path=path if args.write else None)
+        if not sections.holds(sections.MUTATION, path.read_text(encoding="utf-8")):
+            print(f"mutation_table: {printable(str(path))} has no mutation-table section",
+                  file=sys.stderr)
+            return 1
+        return sections.run_mode(sections.MUTATION, text, check_path=args.check,
+                                 write_path=args.write)
+    except OSError as err:
+        print(f"mutation_table: {printable(str(err))}", file=sys.stderr)
+        return 2
     except HarnessError as err:
         print(f"mutation_table: {printable(str(err))}", file=sys.stderr)
         return 2

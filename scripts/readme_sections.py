@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Check (or rewrite) every generated README section in one process.
+"""Check (or rewrite) every generated documentation section in one process.
 
-    .venv/bin/python scripts/readme_sections.py --check README.md
-    .venv/bin/python scripts/readme_sections.py --write README.md
-    .venv/bin/python scripts/readme_sections.py --check README.md --only mutation_table
+    .venv/bin/python scripts/readme_sections.py --check
+    .venv/bin/python scripts/readme_sections.py --write
+    .venv/bin/python scripts/readme_sections.py --check --only mutation_table
 
 Runs the five section scripts (results, implementations, deployment, mutation testing,
 affected releases; :data:`harness.present.sections.SECTIONS` holds their markers) one after
-another in this process, each with the arguments ``scripts/test`` gives it. Every bundle a
-section reads is verified by the trusted core first, and once per process
+another in this process, each on the file of this repository that holds its section
+(:data:`harness.present.sections.HOMES`: ``docs/results.md``, ``docs/implementations.md``,
+``docs/mutation.md``; README.md itself holds none since it fits on a page, issue 29). Every
+bundle a section reads is verified by the trusted core first, and once per process
 (:mod:`harness.present.verified`): a bundle two sections read (vLLM 0.33.0's deployment
 bundle, beside the implementations) is verified once. Exit 0 when every section is current
 (or was rewritten), else the first non-zero exit of a section script (1 stale, 2 bad input,
@@ -29,8 +31,9 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's harness package
 
-# the committed mutation runs and the key that signed each, in the README table's order
+# the committed mutation runs and the key that signed each, in the mutation table's order
 MUTATION_RUNS = (
     ("evidence/mutation/pr-cuda-h200-20261201", "evidence/keys/topp-gate-evidence-3.pub"),
     ("evidence/mutation/pr-interpreter-cpu-20261201", "evidence/keys/topp-gate-evidence-3.pub"),
@@ -59,25 +62,29 @@ def _script(name: str) -> ModuleType:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--check", type=Path, metavar="README")
-    mode.add_argument("--write", type=Path, metavar="README")
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 when a section differs from the generated one")
+    mode.add_argument("--write", action="store_true",
+                      help="replace every section with the generated one")
     parser.add_argument("--only", metavar="NAME[,NAME...]",
                         help="run only these section scripts (results_section, impl_table, "
                              "deploy_table, mutation_table, affected_releases)")
     args = parser.parse_args(argv)
-    flag, readme = ("--check", args.check) if args.check else ("--write", args.write)
-    if readme.resolve() != (ROOT / "README.md").resolve():
-        # scripts/mutation_table.py always reads this repository's README.md
-        print("readme_sections: give this repository's README.md", file=sys.stderr)
-        return 2
+    from harness.present.sections import HOMES
+
+    flag = "--check" if args.check else "--write"
+
+    def home(name: str) -> str:
+        return str(ROOT / HOMES[name])
+
     mutation = [str(ROOT / path) for path, _ in MUTATION_RUNS]
     for _, key in MUTATION_RUNS:
         mutation += ["--pubkey", str(ROOT / key)]
-    runs = [("results_section", [flag, str(readme)]),
-            ("impl_table", [flag, str(readme)]),
-            ("deploy_table", [flag, str(readme)]),
-            ("mutation_table", [*mutation, "--check" if args.check else "--write"]),
-            ("affected_releases", [flag, str(readme)])]
+    runs = [("results_section", [flag, home("results")]),
+            ("impl_table", [flag, home("impls")]),
+            ("deploy_table", [flag, home("deploy")]),
+            ("mutation_table", [*mutation, flag, home("mutation")]),
+            ("affected_releases", [flag, home("affected")])]
     if args.only is not None:
         names = args.only.split(",")
         unknown = sorted(set(names) - {name for name, _ in runs})

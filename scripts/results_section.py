@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate README.md's "Results" section from the committed evidence bundles.
+"""Generate docs/results.md's "Results" section from the committed evidence bundles.
 
     .venv/bin/python scripts/results_section.py                  # print the section
-    .venv/bin/python scripts/results_section.py --check README.md  # exit 1 if README differs
-    .venv/bin/python scripts/results_section.py --write README.md  # replace it in place
+    .venv/bin/python scripts/results_section.py --check docs/results.md  # exit 1 if it differs
+    .venv/bin/python scripts/results_section.py --write docs/results.md  # replace it in place
 
 Reads every bundle under ``evidence/bundles/*/`` (``--bundles DIR`` to change) as the
 evidence model of each (:func:`harness.present.model.verified_model`): verified in this
@@ -22,10 +22,10 @@ When ``benchmarks/cuda_vs_interpreter.json`` exists (``--comparison FILE`` to ch
 per-row CUDA-versus-interpreter results ``benchmarks/cuda_vs_interpreter.py --json`` wrote
 are summarized too (:func:`harness.present.results.load_comparison`).
 
-The README holds the section between ``<!-- results:begin -->`` and
+docs/results.md holds the section between ``<!-- results:begin -->`` and
 ``<!-- results:end -->``; nothing between the markers is typed by hand.
 
-Exit codes: 0 ok (or README up to date), 1 README section differs (``--check``),
+Exit codes: 0 ok (or the file up to date), 1 the file's section differs (``--check``),
 2 bad input (no bundle, missing markers, unreadable or inconsistent bundle).
 """
 
@@ -65,10 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="CUDA-versus-interpreter comparison file, used when it exists "
                         "(default: benchmarks/cuda_vs_interpreter.json in the repository)")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", type=Path, metavar="README",
-                      help="exit 1 when README's results section differs from the generated one")
-    mode.add_argument("--write", type=Path, metavar="README",
-                      help="replace README's results section with the generated one")
+    mode.add_argument("--check", type=Path, metavar="FILE",
+                      help="exit 1 when FILE's results section differs from the generated one")
+    mode.add_argument("--write", type=Path, metavar="FILE",
+                      help="replace FILE's results section with the generated one")
     args = parser.parse_args(argv)
     bundles = args.bundles if args.bundles is not None else ROOT / DEFAULT_BUNDLES
     display = DEFAULT_BUNDLES if args.bundles is None else args.bundles

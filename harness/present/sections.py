@@ -1,7 +1,8 @@
-"""README sections generated from evidence: the one home of their marker lines.
+"""Documentation sections generated from evidence: the one home of their marker lines.
 
-Each generated section sits in README.md between a begin and an end marker line; nothing
-between them is typed by hand. A section's text, as a generator returns it, starts with its
+Each generated section sits in a Markdown file of this repository (:data:`HOMES`: under
+``docs/`` since README.md fits on a page, issue 29) between a begin and an end marker line;
+nothing between them is typed by hand. A section's text, as a generator returns it, starts with its
 begin marker and ends with its end marker and one newline. :func:`current` finds the section
 a README holds (the end marker's newline included), :func:`replaced` puts a new one in its
 place, and :func:`check` tells whether README holds exactly what was generated.
@@ -35,13 +36,17 @@ MUTATION = Section("mutation", "scripts/mutation_table.py",
 AFFECTED = Section("affected", "scripts/affected_releases.py",
                    "<!-- affected:begin -->", "<!-- affected:end -->")
 SECTIONS = {s.name: s for s in (RESULTS, IMPLS, DEPLOY, MUTATION, AFFECTED)}
+# the file of this repository (relative to its root) that holds each section
+HOMES = {RESULTS.name: "docs/results.md", IMPLS.name: "docs/implementations.md",
+         DEPLOY.name: "docs/results.md", MUTATION.name: "docs/mutation.md",
+         AFFECTED.name: "docs/results.md"}
 
 
 def _bounds(section: Section, text: str) -> tuple[int, int]:
     """Start and stop (past the end marker and its newline) of the one marked section."""
     if (text.count(section.begin) != 1 or text.count(section.end) != 1
             or text.index(section.begin) > text.index(section.end)):
-        raise SectionInputError(f"README must hold exactly one {section.begin} ... "
+        raise SectionInputError(f"the file must hold exactly one {section.begin} ... "
                                 f"{section.end} pair")
     start, stop = text.index(section.begin), text.index(section.end) + len(section.end)
     if text[stop:stop + 1] == "\n":

@@ -1,6 +1,6 @@
-"""scripts/impl_table.py: the README implementation table, generated from the committed
-receipts (signature checked on open), and the version 3 manifests ``manifest new`` writes for
-other families (scripts/impl_manifests.py uses it)."""
+"""scripts/impl_table.py: the implementation table of docs/implementations.md, generated from
+the committed receipts (signature checked on open), and the version 3 manifests ``manifest
+new`` writes for other families (scripts/impl_manifests.py uses it)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ sys.modules["impl_table"] = impl_table
 _spec.loader.exec_module(impl_table)
 
 
-def test_the_readme_table_is_the_generated_one():
-    assert impl_table.main(["--check", str(ROOT / "README.md")]) == 0
+def test_the_committed_table_is_the_generated_one():
+    assert impl_table.main(["--check", str(ROOT / "docs/implementations.md")]) == 0
     text = impl_table.generate()
     assert "| vllm-pytorch 0.33.0 `sort` | vllm-triton 0.33.0 `split` |" in text
     assert "**STOP**" in text and "noncanonical_tie" in text

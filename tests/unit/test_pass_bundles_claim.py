@@ -1,4 +1,5 @@
-"""Which committed bundles PASS, as README.md and VERIFYING.md say it, computed from
+"""Which committed bundles PASS, as docs/verifying-a-bundle.md (README's "Verifying a bundle"
+until issue 29 moved it) and VERIFYING.md say it, computed from
 ``evidence/verdicts.tsv`` and the receipts (issue 29: both said only the three sweep bundles
 PASS; FlashInfer's ``top-p-sampling`` bundle PASSes too). ``scripts/verify_committed.sh``
 verifies every bundle against verdicts.tsv in CI; here the prose is held to that table."""
@@ -35,8 +36,8 @@ def test_verifying_md_lists_exactly_the_pass_bundles():
     assert listed == {p for p, v in recorded().items() if v == "PASS"}
 
 
-def test_readme_counts_the_pass_bundles():
-    text = " ".join((ROOT / "README.md").read_text("utf-8").split())
+def test_verifying_a_bundle_counts_the_pass_bundles():
+    text = " ".join((ROOT / "docs" / "verifying-a-bundle.md").read_text("utf-8").split())
     passing = [p for p, v in recorded().items() if v == "PASS"]
     assert f"of the committed bundles, {NUMBERS[len(passing)]} verify as PASS" in text
     if any("flashinfer" in p for p in passing):

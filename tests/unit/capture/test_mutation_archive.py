@@ -110,6 +110,18 @@ def test_the_committed_interpreter_archive_verifies_and_a_wrong_key_exits_4(
     assert err.startswith("mutation_table: bad_signature") and len(err.splitlines()) == 1
     assert table.main([str(ROOT / "missing.tar.xz"), "--pubkey",
                        str(ROOT / "evidence/keys/topp-gate-evidence-4.pub")]) == 2
+    # --check FILE / --write FILE: the file that holds the table (docs/mutation.md by default)
+    key = ["--pubkey", str(ROOT / "evidence/keys/topp-gate-evidence-4.pub")]
+    doc = tmp_path / "doc.md"
+    doc.write_text(f"intro\n{table.BEGIN}\nold\n{table.END}\noutro\n", "utf-8")
+    assert table.main([archive, *key, "--check", str(doc)]) == 1
+    assert "out of date" in capsys.readouterr().err
+    assert table.main([archive, *key, "--write", str(doc)]) == 0
+    assert doc.read_text("utf-8") == f"intro\n{out}outro\n"
+    assert table.main([archive, *key, "--check", str(doc)]) == 0
+    doc.write_text("no table here\n", "utf-8")
+    assert table.main([archive, *key, "--check", str(doc)]) == 1
+    assert "has no mutation-table section" in capsys.readouterr().err
 
 
 def test_a_fifo_in_place_of_the_summary_is_refused_not_waited_on(tmp_path):

@@ -84,10 +84,13 @@ def test_sections_find_replace_and_refuse_missing_markers():
         sections.current(sections.DEPLOY, text)
 
 
-def test_every_section_of_the_readme_is_marked_once():
-    readme = (ROOT / "README.md").read_text("utf-8")
+def test_every_generated_section_is_marked_once_in_its_home():
+    assert set(sections.HOMES) == set(sections.SECTIONS)
     for section in sections.SECTIONS.values():
-        assert sections.current(section, readme).endswith(section.end + "\n"), section.name
+        text = (ROOT / sections.HOMES[section.name]).read_text("utf-8")
+        assert sections.current(section, text).endswith(section.end + "\n"), section.name
+        for other in {*sections.HOMES.values()} - {sections.HOMES[section.name]}:
+            assert not sections.holds(section, (ROOT / other).read_text("utf-8")), other
 
 
 HOSTILE = '<script>alert(1)</script>"\'&<img src=x onerror=alert(2)>'
