@@ -39,8 +39,11 @@ def _only_what_the_sandbox_left_out(config, items):
     keep, drop = [], []
     for item in items:
         left_out = "sources" in item.keywords or "gpu" in item.keywords
-        (keep if left_out or item.nodeid in skipped else drop).append(item)
-    unknown = skipped - {item.nodeid for item in items}
+        # a test id, or its file's when part 1 skipped the whole file as it collected it
+        skipped_there = item.nodeid in skipped or item.nodeid.split("::")[0] in skipped
+        (keep if left_out or skipped_there else drop).append(item)
+    known = {item.nodeid for item in items} | {item.nodeid.split("::")[0] for item in items}
+    unknown = skipped - known
     if unknown:  # a test the sandbox skipped must run here, never vanish
         raise pytest.UsageError(f"--sandbox-skipped: {len(unknown)} recorded test ids are not "
                                 f"collected here, e.g. {sorted(unknown)[0]}")
@@ -48,14 +51,26 @@ def _only_what_the_sandbox_left_out(config, items):
     items[:] = keep
 
 
+def _record_skipped(nodeid):
+    log = os.environ.get(SKIPPED_LOG)
+    if log:
+        with open(log, "a", encoding="utf-8") as handle:
+            handle.write(nodeid + "\n")
+
+
 def pytest_runtest_logreport(report):
     """With $TOPP_GATE_SKIPPED_LOG set, append the id of every test skipped (at setup or in
-    its body) to that file: scripts/test runs those again outside the sandbox. Under xdist
-    this runs in the controller, which receives every worker's reports."""
-    log = os.environ.get(SKIPPED_LOG)
-    if log and report.skipped and report.when in ("setup", "call"):
-        with open(log, "a", encoding="utf-8") as handle:
-            handle.write(report.nodeid + "\n")
+    its body) to that file: scripts/test runs those again outside the sandbox. (Under xdist
+    the workers and the controller both see the report: an id may be written twice.)"""
+    if report.skipped and report.when in ("setup", "call"):
+        _record_skipped(report.nodeid)
+
+
+def pytest_collectreport(report):
+    """A whole file skipped as it is collected (a module-level ``pytest.importorskip``):
+    its path is recorded, and part 2 runs every test of that file."""
+    if report.skipped and report.nodeid:
+        _record_skipped(report.nodeid)
 
 
 def _slow_files_first(items):

@@ -38,11 +38,28 @@ def test_param(n):
 '''
 
 
+# a file part 1 skips whole as it collects it (as a module-level importorskip does there)
+WHOLE_FILE = '''
+import os
+import pytest
+
+if os.environ.get("SCRATCH_PART_ONE"):
+    pytest.skip("no such library in part 1", allow_module_level=True)
+
+def test_one():
+    pass
+
+def test_two():
+    pass
+'''
+
+
 def _suite(tmp_path: Path) -> Path:
     root = tmp_path / "suite"
     (root / "tests").mkdir(parents=True)
     shutil.copy(ROOT / "tests" / "conftest.py", root / "tests" / "conftest.py")
     (root / "tests" / "test_scratch.py").write_text(SUITE)
+    (root / "tests" / "test_whole_file.py").write_text(WHOLE_FILE)
     (root / "pytest.ini").write_text(
         "[pytest]\ntestpaths = tests\naddopts = --strict-markers\nmarkers =\n"
         "    sources: needs the pinned sources\n    gpu: needs CUDA\n    slow: slow\n")
@@ -50,9 +67,13 @@ def _suite(tmp_path: Path) -> Path:
 
 
 def _pytest(root: Path, *args: str, log: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "TOPP_GATE_SKIPPED_LOG"}
+    """pytest in the scratch suite; with ``log``, as part 1 (recording, the whole file
+    skipped), with pytest-xdist's two workers as scripts/test runs it."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TOPP_GATE_SKIPPED_LOG", "SCRATCH_PART_ONE")}
     if log is not None:
-        env["TOPP_GATE_SKIPPED_LOG"] = str(log)
+        env.update(TOPP_GATE_SKIPPED_LOG=str(log), SCRATCH_PART_ONE="1")
+        args = ("-n", "2", *args)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
                            "-rA", *args], cwd=root, env=env, capture_output=True, text=True,
                           timeout=300)
@@ -65,13 +86,14 @@ def test_part_one_records_what_it_skipped_and_part_two_runs_exactly_that(tmp_pat
     assert first.returncode == 0, first.stdout
     recorded = set(log.read_text().splitlines())
     assert recorded == {"tests/test_scratch.py::test_skips_here",
-                        "tests/test_scratch.py::test_param[2]"}
+                        "tests/test_scratch.py::test_param[2]", "tests/test_whole_file.py"}
 
     second = _pytest(root, f"--sandbox-skipped={log}")
     assert second.returncode == 0, second.stdout
     ran = {line.split()[1] for line in second.stdout.splitlines()
            if line.startswith("PASSED ")}
-    assert ran == {"tests/test_scratch.py::test_needs_sources"}
+    assert ran == {"tests/test_scratch.py::test_needs_sources",
+                   "tests/test_whole_file.py::test_one", "tests/test_whole_file.py::test_two"}
     # the two it skipped run again (and skip again here: no tool in this scratch suite), the
     # GPU test is skipped cleanly without CUDA, and the tests part 1 ran are left out
     assert "2 deselected" in second.stdout and "3 skipped" in second.stdout, second.stdout
