@@ -10,31 +10,23 @@ Slow (a base install from the network's package index and one verify: about a mi
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
-EXITS = re.compile(r"#\s*exits (\d+)")
+sys.path.insert(0, str(ROOT / "tests" / "assets"))
+from pasted import documented_commands as _commands  # noqa: E402
+from pasted import paste  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 
 def documented_commands() -> list[tuple[str, int]]:
-    commands = []
-    for block in BLOCK.findall((ROOT / "README.md").read_text("utf-8")):
-        for line in block.splitlines():
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            assert not line.rstrip().endswith("\\"), "one command per line"
-            found = EXITS.search(line)
-            commands.append((line, int(found.group(1)) if found else 0))
-    return commands
+    return _commands(ROOT / "README.md")
 
 
 def test_readme_shows_an_install_and_a_verify_with_its_exit_code() -> None:
@@ -48,19 +40,6 @@ def test_readme_shows_an_install_and_a_verify_with_its_exit_code() -> None:
 def test_every_readme_sh_command_works_pasted_in_order_in_a_fresh_clone(tmp_path) -> None:
     clone = tmp_path / "topp-gate"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=600)
-    lines = []
-    for i, (command, _) in enumerate(documented_commands()):
-        lines += [command, f'echo "__rc__ {i} $?"']
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
-    for passthrough in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS",
-                        "PIP_CONFIG_FILE", "http_proxy", "https_proxy", "HTTPS_PROXY"):
-        if passthrough in os.environ:
-            env[passthrough] = os.environ[passthrough]
-    done = subprocess.run(["bash", "--noprofile", "--norc"], input="\n".join(lines) + "\n",
-                          cwd=clone, env=env, capture_output=True, text=True, timeout=900)
-    codes = {int(i): int(rc) for i, rc in re.findall(r"^__rc__ (\d+) (\d+)$", done.stdout, re.M)}
-    expected = {i: code for i, (_, code) in enumerate(documented_commands())}
+    codes, expected, done = paste(documented_commands(), cwd=clone, home=tmp_path / "home")
     assert codes == expected, done.stdout[-4000:] + done.stderr[-4000:]
     assert "STOP" in done.stdout
