@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     extra = [_pem(p) for p in args.pubkey]
+    if not args.evidence.is_dir():
+        raise UsageError(f"no evidence folder at {printable(args.evidence)}")
     record = None
     if args.check:  # the record is read first: a bad one costs no verification
         from ..present.record import RECORD, read_record

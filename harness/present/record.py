@@ -17,6 +17,7 @@ from .model import BundleModel, Evidence, MutationRun
 
 RECORD = "verdicts.tsv"
 VERDICTS = ("PASS", "STOP")
+MAX_RECORD_BYTES = 1 << 20  # about 150 bytes a line: thousands of bundles
 
 
 class Recorded(NamedTuple):
@@ -28,10 +29,14 @@ def read_record(table: Path) -> dict[str, Recorded]:
     """``verdicts.tsv``: bundle folder (as written: relative to the evidence folder's
     parent) -> the key that signed it and its recorded verdict. Every line is checked: three
     tab-separated fields, a verdict PASS or STOP, no folder named twice."""
+    from ..core.safeio import read_regular_file
+
+    # a regular file only (a FIFO or a device would block or never end), and bounded
+    raw = read_regular_file(table, "the bundle record", MAX_RECORD_BYTES)
     try:
-        text = table.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise UsageError(f"cannot read {printable(table)}: {printable(str(err))}") from err
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"the bundle record {printable(table)} is not UTF-8 text") from err
     record: dict[str, Recorded] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):

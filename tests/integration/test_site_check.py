@@ -65,3 +65,15 @@ def test_a_bad_record_is_refused_in_one_line_before_anything_is_verified(tmp_pat
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "verdicts.tsv:" in err and "site: verifying" not in err
     assert not (tmp_path / "site").exists()
+
+
+def test_a_record_that_is_a_fifo_or_a_link_to_one_is_refused_without_blocking(tmp_path, capsys):
+    import os
+
+    evidence = _evidence(tmp_path, [])
+    (evidence / "verdicts.tsv").unlink()
+    os.mkfifo(tmp_path / "fifo")
+    (evidence / "verdicts.tsv").symlink_to(tmp_path / "fifo")
+    assert main(["site", str(evidence), "--out", str(tmp_path / "site"), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a regular file" in err
