@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
         record = read_record(args.evidence / RECORD)
     start = time.monotonic()
-    tasks = discover(args.evidence, mutations=not args.no_mutation)
+    tasks = discover(args.evidence, mutations=not args.no_mutation, record=record)
     if not tasks:
         raise UsageError(f"no bundle or mutation run under {printable(args.evidence)}")
     print(f"site: verifying {len(tasks)} pieces of evidence", file=sys.stderr, flush=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HarnessError, UsageError
 from ..core.terminal import printable
@@ -29,6 +29,9 @@ from .model import (
     bundle_model,
 )
 
+if TYPE_CHECKING:
+    from .record import Recorded
+
 
 @dataclass(frozen=True)
 class Task:
@@ -39,17 +42,20 @@ class Task:
     pubkey: Path | None  # the key the key table names, else None: every trusted key
 
 
-def discover(evidence: Path, *, mutations: bool = True) -> list[Task]:
+def discover(evidence: Path, *, mutations: bool = True,
+             record: dict[str, Recorded] | None = None) -> list[Task]:
     """Every bundle and mutation run under ``evidence`` (the committed layout), with the key
-    ``evidence/verdicts.tsv`` names for a bundle where it names one."""
+    ``evidence/verdicts.tsv`` names for a bundle where it names one (``record``: that file
+    as the caller already read it)."""
     from .record import RECORD, read_record
 
     if not evidence.is_dir():
         raise UsageError(f"no evidence folder at {printable(evidence)}")
     root = evidence.resolve().parent
-    table = evidence / RECORD
-    keys = {(root / path).resolve(): root / line.key
-            for path, line in (read_record(table) if table.is_file() else {}).items()}
+    if record is None:
+        table = evidence / RECORD
+        record = read_record(table) if table.is_file() else {}
+    keys = {(root / path).resolve(): root / line.key for path, line in record.items()}
     tasks: list[Task] = []
     for group, patterns in BUNDLE_GLOBS.items():
         for pattern in patterns:
