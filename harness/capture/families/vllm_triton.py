@@ -64,6 +64,58 @@ def _monitoring() -> types.ModuleType:
     return monitoring
 
 
+class _Profiler:
+    """``sys.setprofile`` for an observer on Python 3.11, off while Triton's interpreter
+    executes a grid.
+
+    The observers watch Python-level code only: vLLM's entry and dispatch functions and
+    Triton's launch method, all of which run before a grid executes. Inside the
+    interpreter's ``GridExecutor.__call__`` every ``tl`` operation is a few Python and C
+    calls, each of which would reach the profile function: that made an interpreter run
+    about 2.5x slower on Python 3.11. While a grid executes, the profile function is
+    removed and then put back; nothing the observers record happens there, and the kernel
+    runs the same code either way. On CUDA no grid executes in Python, and nothing is
+    wrapped when the interpreter module is not loaded. The proof says which was done
+    (:meth:`method`).
+    """
+
+    def __init__(self) -> None:
+        self._original: Any = None
+
+    @staticmethod
+    def _executor() -> Any:
+        interpreter = sys.modules.get("triton.runtime.interpreter")
+        return None if interpreter is None else getattr(interpreter, "GridExecutor", None)
+
+    def start(self, callback: Any) -> None:
+        executor = self._executor()
+        if executor is not None and self._original is None:
+            original = executor.__call__
+
+            def unprofiled(grid_self: Any, *args: Any, **kwargs: Any) -> Any:
+                profile = sys.getprofile()
+                sys.setprofile(None)
+                try:
+                    return original(grid_self, *args, **kwargs)
+                finally:
+                    sys.setprofile(profile)
+
+            executor.__call__ = unprofiled
+            self._original = original
+        sys.setprofile(callback)
+
+    def stop(self) -> None:
+        sys.setprofile(None)
+        if self._original is not None:
+            self._executor().__call__ = self._original
+            self._original = None
+
+    def method(self, base: str) -> str:
+        if base != "sys.setprofile" or self._executor() is None:
+            return f"{base} on code objects"
+        return f"{base} on code objects (off while Triton's interpreter executes a grid)"
+
+
 class SplitObserver:
     """Records the split pipeline's calls and launch specs without changing the module.
 
@@ -71,8 +123,8 @@ class SplitObserver:
     dispatch functions of the three split kernels (their returned ``(grid, kwargs)``, whose
     ``S`` is the slice count), and the monolithic ``_topk_topp`` dispatch (which must not
     run). On Python >= 3.12 it uses ``sys.monitoring`` local events on those code objects
-    only (no cost elsewhere); on 3.11 it falls back to ``sys.setprofile``, which slows
-    Triton's interpreter about 2.5x but not the CUDA call it observes.
+    only (no cost elsewhere); on 3.11 it falls back to ``sys.setprofile``, removed while Triton's
+    interpreter executes a grid (:class:`_Profiler`).
     """
 
     def __init__(self, module: Any) -> None:
@@ -85,6 +137,7 @@ class SplitObserver:
         self.monolithic = inspect.unwrap(module._topk_topp).__code__
         self.rounds = int(module._SPLIT_ROUNDS)
         self.method = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.setprofile"
+        self._profiler = _Profiler()
         self._tool: int | None = None
         self.reset()
 
@@ -122,7 +175,7 @@ class SplitObserver:
     def __enter__(self) -> SplitObserver:
         self.reset()
         if self.method == "sys.setprofile":
-            sys.setprofile(self._profile)
+            self._profiler.start(self._profile)
             return self
         mon = _monitoring()
         for tool in (mon.PROFILER_ID, 3, 4, 5):
@@ -145,7 +198,7 @@ class SplitObserver:
 
     def __exit__(self, *exc: object) -> None:
         if self.method == "sys.setprofile":
-            sys.setprofile(None)
+            self._profiler.stop()
             return
         mon, tool = _monitoring(), self._tool
         if tool is None:
@@ -179,7 +232,7 @@ class SplitObserver:
             problems.append(f"split entry got num_sm={observed_sm}, requested {num_sm}")
         return {
             "entry_point": "_apply_topp_split",
-            "observed_by": f"{self.method} on code objects",
+            "observed_by": self._profiler.method(self.method),
             "entry_calls": len(self.entry_calls),
             "num_sm": observed_sm,
             "slices": slices[0] if len(slices) == 1 else None,
@@ -210,6 +263,7 @@ class SingleObserver:
         self.entry = inspect.unwrap(module.apply_top_k_top_p_triton).__code__
         self.launchers = set(_triton_launch_codes())
         self.method = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.setprofile"
+        self._profiler = _Profiler()
         self._tool: int | None = None
         self.reset()
 
@@ -236,7 +290,7 @@ class SingleObserver:
     def __enter__(self) -> SingleObserver:
         self.reset()
         if self.method == "sys.setprofile":
-            sys.setprofile(self._profile)
+            self._profiler.start(self._profile)
             return self
         mon = _monitoring()
         for tool in (mon.PROFILER_ID, 3, 4, 5):
@@ -254,7 +308,7 @@ class SingleObserver:
 
     def __exit__(self, *exc: object) -> None:
         if self.method == "sys.setprofile":
-            sys.setprofile(None)
+            self._profiler.stop()
             return
         mon, tool = _monitoring(), self._tool
         if tool is None:
@@ -276,7 +330,7 @@ class SingleObserver:
             problems.append(f"kernels launched {kernels}, expected [{self.KERNEL!r}]")
         return {
             "entry_point": "apply_top_k_top_p_triton",
-            "observed_by": f"{self.method} on code objects",
+            "observed_by": self._profiler.method(self.method),
             "entry_calls": len(self.entry_calls),
             "launches": self.launches,
             "proven": not problems,
@@ -320,6 +374,7 @@ class PathObserver:
             self.rounds = int(module._SPLIT_ROUNDS)
         self.launchers = set(_triton_launch_codes())
         self.method = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.setprofile"
+        self._profiler = _Profiler()
         self._tool: int | None = None
         self.reset()
 
@@ -373,7 +428,7 @@ class PathObserver:
     def __enter__(self) -> PathObserver:
         self.reset()
         if self.method == "sys.setprofile":
-            sys.setprofile(self._profile)
+            self._profiler.start(self._profile)
             return self
         mon = _monitoring()
         for tool in (mon.PROFILER_ID, 3, 4, 5):
@@ -396,7 +451,7 @@ class PathObserver:
 
     def __exit__(self, *exc: object) -> None:
         if self.method == "sys.setprofile":
-            sys.setprofile(None)
+            self._profiler.stop()
             return
         mon, tool = _monitoring(), self._tool
         if tool is None:
@@ -439,7 +494,7 @@ class PathObserver:
                             "entry's internal calls on CUDA, in its order)"
                             if self.interpreter and self.path == MIXED
                             else "apply_top_k_top_p_triton"),
-            "observed_by": f"{self.method} on code objects",
+            "observed_by": self._profiler.method(self.method),
             "entry_calls": len(entries),
             "entry": entries[0] if entries else None,
             "monolithic": mono[0] if len(mono) == 1 else None,
