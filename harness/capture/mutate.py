@@ -7,8 +7,11 @@ documented catalogue (:data:`CATALOGUE`, id :data:`CATALOGUE_ID`), each as a uni
 against the pinned kernel (``sources.kernel_diff``, applied by the strict applier
 ``sources.apply_patch`` exactly as ``run --patch`` applies it), freezes one manifest per
 mutant with ``manifest new`` (the frozen manifest's matrix with the mutant's patch on the
-patched side), runs the gate on each (``topp-gate run --patch``, several at once), verifies
-every bundle (:func:`harness.core.verify.verify_bundle`), and writes a signed summary:
+patched side), runs the gate on each (several at once), verifies every bundle
+(:func:`harness.core.verify.verify_bundle`), and writes a signed summary. The base runs
+first: its verified stock side is kept and every mutant's run
+(:mod:`harness.capture.mutant_run`, ``topp-gate pr``'s phases) carries it instead of running
+it again; ``reuse_base=False`` (``--no-base-reuse``) runs ``topp-gate run --patch`` for each.
 
 ``mutation.json``
     schema :data:`SUMMARY_SCHEMA`: the catalogue id, the frozen manifest's sha256, the base
@@ -134,6 +137,7 @@ class Options:
     vllm_criterion: bool = True
     vllm_sampler: Path | None = None  # vLLM 0.33.0's topk_topp_sampler.py (else the wheel)
     catalogue: str = CATALOGUE_ID  # a key of CATALOGUES; recorded in the summary
+    reuse_base: bool = True  # the base run first; every mutant reuses its verified base side
 
 
 def _python() -> list[str]:
@@ -182,10 +186,19 @@ def _mutant_manifest(manifest: Any, diff_path: Path, out: Path, options: Options
 
 
 def _run_one(name: str, manifest: Path, patch: Path | None, options: Options,
-             log: Path) -> int:
+             log: Path, store: Path | None) -> int:
+    """One gate run in a process of its own: ``topp-gate run``, or with a base store
+    (``reuse_base``) :mod:`harness.capture.mutant_run`, whose bundle carries the base run's
+    verified base side instead of running it again (the base run keeps it)."""
     bundle = options.out / "bundles" / name
-    cmd = [*_python(), "run", "--manifest", str(manifest), "--backend", options.backend,
-           "--out", str(bundle), "--key", str(options.key), "--workers", "1"]
+    if store is None:
+        cmd = [*_python(), "run", "--workers", "1"]
+    else:
+        cmd = [sys.executable, "-m", "harness.capture.mutant_run", "--base-store", str(store)]
+        if name == "base":
+            cmd.append("--keep-base")
+    cmd += ["--manifest", str(manifest), "--backend", options.backend,
+            "--out", str(bundle), "--key", str(options.key)]
     if patch is not None:
         cmd += ["--patch", str(patch)]
     if options.sources is not None:
@@ -268,11 +281,17 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
         jobs.append((mutation.id, mpath, diff_path, mutation))
     say(f"{len(jobs) - 1} mutants and the base, {options.jobs} runs at once")
 
+    store_folder = (tempfile.TemporaryDirectory(prefix=f".{options.out.name}.base-side-",
+                                                dir=options.out.parent)
+                    if options.reuse_base else None)
+    store = None if store_folder is None else Path(store_folder.name)
+
     def one(job: tuple[str, Path, Path | None, Mutation | None]) -> dict[str, Any]:
         # run, then verify at once: each bundle is verified while other runs go on (the
         # oracle rerun in worker processes, so the verifications of several threads overlap)
         name, mpath, patch, mutant = job
-        code = _run_one(name, mpath, patch, options, options.out / "logs" / f"{name}.log")
+        code = _run_one(name, mpath, patch, options, options.out / "logs" / f"{name}.log",
+                        store)
         entry: dict[str, Any] = {"id": name, "run_exit": code,
                                  "manifest": _manifest_ref(mpath, options.out)}
         if mutant is not None and patch is not None:
@@ -286,8 +305,19 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
                else "not verified"))
         return entry
 
-    with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-        entries = list(pool.map(one, jobs))  # in job order, whatever order they finish
+    try:
+        if store is None:
+            with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+                entries = list(pool.map(one, jobs))  # in job order, whatever the finish
+        else:
+            # the base first, alone: the mutants then run only their patched side
+            say("the base runs first; each mutant reuses its verified base side")
+            entries = [one(jobs[0])]
+            with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
+                entries += list(pool.map(one, jobs[1:]))
+    finally:
+        if store_folder is not None:
+            store_folder.cleanup()
     summary = summarize(entries, manifest, options)
     raw = (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode("utf-8")
     (options.out / "mutation.json").write_bytes(raw)

@@ -45,6 +45,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--vllm-sampler", type=Path, default=None, metavar="FILE",
                         help="vLLM 0.33.0's vllm/v1/sample/ops/topk_topp_sampler.py (sha256 "
                         "checked; default: read from the cached pinned wheel)")
+    parser.add_argument("--no-base-reuse", action="store_true",
+                        help="run every mutant's base side again (default: the base runs "
+                        "first and each mutant's bundle carries its verified base side, as "
+                        "'topp-gate pr' reuses one)")
     parser.add_argument("--catalogue", default=None, metavar="ID",
                         help="the mutant catalogue, recorded in the summary (default: "
                         "topp-gate/mutants/v2; also topp-gate/mutants/v1)")
@@ -73,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
                       jobs=args.jobs, only=tuple(x for x in args.only.split(",") if x),
                       run_timeout_s=args.run_timeout,
                       vllm_criterion=not args.no_vllm_criterion,
-                      vllm_sampler=args.vllm_sampler, catalogue=catalogue_id)
+                      vllm_sampler=args.vllm_sampler, catalogue=catalogue_id,
+                      reuse_base=not args.no_base_reuse)
     summary = run_mutation(options, say=lambda m: print(printable(m), file=sys.stderr))
     rate = summary["kill_rate"]
     print(json.dumps({"base_passes": summary["base_passes"], "kill_rate": rate,

@@ -38,7 +38,17 @@ TINY = {
 }
 
 
-def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
+def _receipt(bundle: Path) -> dict:
+    return json.loads((bundle / "receipt.json").read_bytes())
+
+
+def _stock_digests(receipt: dict) -> dict[str, str]:
+    return {s["name"]: s["digest"]["sha256"] for s in receipt["subject"]
+            if s["name"].startswith("outputs/stock/")}
+
+
+def _frozen_tiny(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(repository holding the frozen tiny PR manifest, that manifest, a private key)."""
     if not (Path.home() / ".cache" / "topp-gate" / "wheels").is_dir():
         pytest.skip("vLLM 0.33.0 is not in the topp-gate cache")
     matrix = tmp_path / "tiny.json"
@@ -55,6 +65,25 @@ def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
     key = tmp_path / "k.key"
     shutil.copy(KEYS / "test-only-signing.key", key)
     key.chmod(0o600)
+    return repo, manifest, key
+
+
+def test_without_base_reuse_every_run_runs_both_sides(tmp_path):
+    repo, manifest, key = _frozen_tiny(tmp_path)
+    out = tmp_path / "mut"
+    code = main(["mutate", "--manifest", str(manifest), "--out", str(out), "--key", str(key),
+                 "--backend", "interpreter", "--jobs", "2", "--only", "drop-dup-mask",
+                 "--no-base-reuse", "--no-vllm-criterion"])
+    assert code == 0
+    summary = check_summary(out, load_public_key(KEYS / "test-only-signing.pub"), roots=(repo,))
+    assert summary["mutants"][0]["killed"] is True
+    for name in ("base", "drop-dup-mask"):
+        assert "base_reused_from" not in _receipt(out / "bundles" / name)["predicate"][
+            "environment"]
+
+
+def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
+    repo, manifest, key = _frozen_tiny(tmp_path)
     out = tmp_path / "mut"
     code = main(["mutate", "--manifest", str(manifest), "--out", str(out), "--key", str(key),
                  "--backend", "interpreter", "--jobs", "2",
@@ -73,6 +102,17 @@ def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
         assert "vllm_criterion" in m
     survivors = summary["survivors"]
     assert all(by_id[s]["killed"] is False for s in survivors)
+    # the base ran first and both its sides ran; each mutant's bundle carries the base's
+    # verified stock side (the same signed output digests) instead of running it again
+    base = _receipt(out / "bundles" / "base")
+    assert "base_reused_from" not in base["predicate"]["environment"]
+    for name in by_id:
+        mutant = _receipt(out / "bundles" / name)
+        reused = mutant["predicate"]["environment"]["base_reused_from"]
+        assert reused["bundle"] == str((out / "bundles" / "base").resolve())
+        assert _stock_digests(mutant) == _stock_digests(base) != {}
+        assert "(base side reused from" in (out / "logs" / f"{name}.log").read_text()
+    assert not list(tmp_path.glob(".mut.base-side-*"))  # the kept side's store is gone
     (out / "mutation.json").write_bytes((out / "mutation.json").read_bytes() + b" ")
     with pytest.raises(HarnessError):
         check_summary(out, public, roots=(repo,))
