@@ -61,7 +61,8 @@ def run_one(args: argparse.Namespace) -> int:
         verdict = view.statement["predicate"]["verdict"]
         if args.keep_base and written.base_ran_ok and verdict["verdict"] == "PASS":
             progress.say("verifying the base bundle before keeping its base side")
-            verify_bundle(args.out, public_key, frozen_manifest=args.manifest, workers=1)
+            # the base runs alone: its verification takes every core
+            verify_bundle(args.out, public_key, frozen_manifest=args.manifest, workers=None)
             kept = keep_base(args.base_store, written.key, _View(view, args.out), private_key,
                              written.layout)
             progress.say("base side kept for the mutants" if kept
