@@ -47,6 +47,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -254,10 +255,24 @@ def _rel(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
+def one_at_a_time(say: Callable[[str], None]) -> Callable[[str], None]:
+    """``say`` behind a lock: the runs' threads report as they end, and a ``say`` that writes
+    a line in two writes (``print``: the text, then its newline) would otherwise let two
+    reports share a line (seen in an H200 log: two "verified" lines run together)."""
+    lock = threading.Lock()
+
+    def locked(message: str) -> None:
+        with lock:
+            say(message)
+    return locked
+
+
 def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
                  ) -> dict[str, Any]:
     """Write every mutant, its manifest and bundle, the signed summary; return the summary."""
     from .signing import load_private_key, public_pem, sign
+
+    say = one_at_a_time(say)  # one() below reports from the pool's threads
 
     if options.out.exists():
         raise UsageError(f"{options.out} already exists; a mutation run never overwrites")
