@@ -49,7 +49,7 @@ from ..core.terminal import printable
 from . import families
 from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
-from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, run_side
+from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, child_output_dir, run_side
 from .private_tree import PrivateTree, private_tree
 from .provenance import source_revision
 from .signing import load_private_key
@@ -466,7 +466,9 @@ class CaseProgress:
         total = len(self._layout)
         while self._next < total:
             case = self._layout[self._next]
-            if not all((d / f"{case.id}.out.f32").exists() for d in self._dirs):
+            name = f"{case.id}.out.f32"  # written in the child's folder, then collected
+            if not all((d / name).exists() or (child_output_dir(d) / name).exists()
+                       for d in self._dirs):
                 return
             self._next += 1
             self._say(f"case {self._next}/{total} {case.id}: done{self._note}")

@@ -13,6 +13,16 @@ interpreter exit for any group still registered (``atexit``), and on Linux the c
 the kernel to SIGKILL it when its parent dies (``PR_SET_PDEATHSIG``), which covers a
 SIGKILL of the parent. Its scratch (request, stderr) lives beside its output folder.
 
+Code under test is untrusted, so every child runs in a sandbox
+(:mod:`harness.capture.kernels.sandbox`: its own namespaces, read-only inputs and pinned
+tree, an allowlisted environment) unless the caller passes an explicit
+:func:`~harness.capture.kernels.sandbox.unsandboxed` isolation. The child writes into an
+empty folder of its own (:func:`child_output_dir`); when it has exited (and with it its
+whole PID namespace), the parent alone copies what it left into ``out_dir`` (regular files
+of the expected names and sizes only, read without following links), hashes the copies
+itself and refuses a child that reported other hashes or left anything else behind. The
+child never sees ``out_dir``, the other side's folder, the caller's files or keys.
+
 A family may declare environment prefixes its child must never see
 (``env_prefixes_removed``; FlashInfer: ``FLASHINFER_``, which would move its JIT cache,
 cubin folder or AOT switch): every such variable is removed from the child's environment,
@@ -26,6 +36,7 @@ import atexit
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,16 +47,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...core.digest import sha256_file
-from ...core.errors import KernelRunError
+from ...core.errors import HarnessError, KernelRunError
+from ...core.safeio import read_regular_file
+from ...core.terminal import printable
 from .. import families
 from ..private_tree import PrivateTree, private_tree
 from ..sources import Side
+from . import sandbox
 from .child import FAULT_ENV
+from .sandbox import Isolation
 
 BACKENDS = ("cuda", "interpreter")
 DEFAULT_NUM_SM = 132  # the H200's SM count; the interpreter's split count depends on it
 Status = Literal["ok", "timeout", "kernel_crash"]
 _TAIL = 4000
+_MAX_EVIDENCE_BYTES = 64 << 20
+EVIDENCE = "evidence.json"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 _LIVE_GROUPS: set[int] = set()
@@ -88,6 +105,7 @@ class SideResult:
     stderr_tail: str
     out_dir: Path
     injected_fault: str | None = None
+    isolation: Isolation = sandbox.unsandboxed("not recorded")
 
     @property
     def ok(self) -> bool:
@@ -103,27 +121,81 @@ def scrubbed_env(env: Mapping[str, str], prefixes: tuple[str, ...]
     return {k: v for k, v in env.items() if k not in removed}, removed
 
 
-def _child_env(backend: str, fault: str | None, pycache: Path,
-               removed_prefixes: tuple[str, ...] = ()) -> dict[str, str]:
-    """The child's environment: no bytecode written, and bytecode read only from the fresh
-    empty ``pycache`` prefix (never from a ``__pycache__`` of the sources or of harness);
-    no variable of the family's ``removed_prefixes``."""
-    env, _ = scrubbed_env(os.environ, removed_prefixes)
-    env.pop(FAULT_ENV, None)
+def _child_env(backend: str, fault: str | None, pycache: Path, tmp: Path) -> dict[str, str]:
+    """The child's whole environment, built from nothing: the allowlisted variables of
+    the parent (:func:`sandbox.allowed_env`), no bytecode written and bytecode read only
+    from the fresh empty ``pycache`` prefix, the ``harness`` package (and the parent's
+    ``PYTHONPATH`` entries) importable, Triton's cache and ``HOME`` under ``tmp`` (the
+    sandbox's own ``/tmp``), and the backend's switches."""
+    env = sandbox.allowed_env(os.environ)
+    env["HOME"] = str(tmp / "home")
+    env["TMPDIR"] = str(tmp)
+    env["TRITON_CACHE_DIR"] = str(tmp / "triton-cache")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
-    package_root = str(Path(__file__).resolve().parents[2])
+    package_root = str(sandbox.harness_root().parent)
     env["PYTHONPATH"] = os.pathsep.join(
-        [package_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        [package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     )
     if backend == "interpreter":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
     if fault is not None:
         env[FAULT_ENV] = fault
     return env
+
+
+def child_output_dir(out_dir: Path) -> Path:
+    """The empty folder a child writes into (beside ``out_dir``, which only the parent
+    writes): what progress watches while the child runs."""
+    return out_dir.parent / f".{out_dir.name}.child"
+
+
+def _expected_outputs(cases_json: Path) -> dict[str, int]:
+    """File name -> exact size (evidence: its cap) of what a child may leave."""
+    index = json.loads(cases_json.read_text(encoding="utf-8"))
+    files = {f"{c['id']}.out.f32": 4 * int(c["batch"]) * int(c["vocab"])
+             for c in index["cases"]}
+    files[EVIDENCE] = _MAX_EVIDENCE_BYTES
+    return files
+
+
+def _input_files(cases_json: Path) -> list[Path]:
+    """The captured input files the cases index names (each bound read-only, alone)."""
+    index = json.loads(cases_json.read_text(encoding="utf-8"))
+    names = {str(c[key]) for c in index["cases"] for key in ("logits", "p", "k") if c.get(key)}
+    return [(cases_json.parent / name).resolve() for name in sorted(names)]
+
+
+def collect(drop: Path, out_dir: Path, cases_json: Path) -> str:
+    """Copy what the exited child left in ``drop`` into ``out_dir`` (regular files of the
+    expected names only, never through a link, each within its size) and remove ``drop``.
+    Returns why the child's folder is not acceptable ('' when it is): an entry of another
+    name or kind, or a file over its size."""
+    expected = _expected_outputs(cases_json)
+    problems = []
+    try:
+        entries = sorted(os.scandir(drop), key=lambda e: e.name)
+        for entry in entries:
+            if entry.name not in expected or not entry.is_file(follow_symlinks=False):
+                problems.append(printable(entry.name))
+                continue
+            try:
+                data = read_regular_file(Path(entry.path), "child output",
+                                         expected[entry.name], follow_link=False)
+            except HarnessError:
+                problems.append(printable(entry.name))
+                continue
+            (out_dir / entry.name).write_bytes(data)
+    except OSError as err:
+        problems.append(f"(unreadable output folder: {err.strerror or err})")
+    finally:
+        shutil.rmtree(drop, ignore_errors=True)
+    if not problems:
+        return ""
+    return ("the child left what it may not in its output folder: "
+            + ", ".join(problems[:5]) + (" ..." if len(problems) > 5 else "")
+            + " (only evidence.json and the case outputs, of their sizes, belong there)")
 
 
 def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
@@ -149,7 +221,8 @@ def _check_outputs(side: Side, cases_json: Path, out_dir: Path,
         if not path.is_file() or path.stat().st_size != 4 * case["batch"] * case["vocab"]:
             return f"case {case['id']}: output file missing or of the wrong size"
         if sha256_file(path) != record.get("output_sha256"):
-            return f"case {case['id']}: output bytes differ from the recorded sha256"
+            return (f"case {case['id']}: the output bytes collected differ from the sha256 "
+                    "the child reported (outputs changed after they were recorded)")
     return ""
 
 
@@ -164,7 +237,8 @@ def _tail(path: Path) -> str:
 def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
              cases_json: Path, out_dir: Path, timeout_s: float, *, repeats: int = 0,
              fault: str | None = None, dispatch: str | None = None,
-             paths: Mapping[str, str] | None = None) -> SideResult:
+             paths: Mapping[str, str] | None = None,
+             isolation: Isolation | None = None) -> SideResult:
     """Run one side's kernel child on a captured cases index; never raises for a kernel fault.
 
     ``tree`` is the side's private copy (:mod:`harness.capture.private_tree`), or a
@@ -176,6 +250,10 @@ def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
     child must prove per case (default: the side's family's, ``split`` for vllm-triton);
     ``paths`` (case id -> path) overrides it for the cases it names (a version 3 manifest's
     per-case ``paths``). Every path must be one the side's family declares.
+
+    ``isolation``: None (the default) runs the child in the sandbox and refuses
+    (:class:`KernelRunError`) where none can be made; only an explicit
+    :func:`sandbox.unsandboxed` record runs it without one (``--unsandboxed``).
     """
     if backend not in BACKENDS:
         raise KernelRunError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
@@ -190,34 +268,55 @@ def run_side(side: Side, tree: Path | PrivateTree, backend: str, num_sm: int,
         raise KernelRunError(f"family {family.family.id} has no dispatch path "
                              f"{', '.join(unknown)} (its paths: "
                              f"{', '.join(family.family.dispatch_paths)})")
+    if isolation is None:
+        isolation = require_sandbox()
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(out_dir.iterdir()):
         raise KernelRunError(f"output directory {out_dir} is not empty")
     if isinstance(tree, PrivateTree):
         return _run_child(side, tree, family, backend, num_sm, cases_json, out_dir,
-                          timeout_s, repeats, fault, dispatch, case_paths)
+                          timeout_s, repeats, fault, dispatch, case_paths, isolation)
     with private_tree(side.name, side.files, tree, stable=family.family.stable_copy) as copy:
         return _run_child(side, copy, family, backend, num_sm, cases_json, out_dir,
-                          timeout_s, repeats, fault, dispatch, case_paths)
+                          timeout_s, repeats, fault, dispatch, case_paths, isolation)
+
+
+def require_sandbox() -> Isolation:
+    """The sandbox's record, or :class:`KernelRunError` saying why none can be made."""
+    try:
+        return sandbox.probe()
+    except sandbox.SandboxError as err:
+        raise KernelRunError(f"no sandbox for the kernel child: {err}; code under test "
+                             "runs only in one (--unsandboxed runs it without, on trusted "
+                             "code alone)") from None
 
 
 def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: str,
                num_sm: int, cases_json: Path, out_dir: Path, timeout_s: float, repeats: int,
-               fault: str | None, dispatch: str, paths: dict[str, str]) -> SideResult:
+               fault: str | None, dispatch: str, paths: dict[str, str],
+               isolation: Isolation) -> SideResult:
     if dict(copy.files) != dict(side.files):
         raise KernelRunError(f"{side.name}: the private copy is not of this side's files")
     cases_json = cases_json.resolve()
+    out_dir = out_dir.resolve()
+    drop = child_output_dir(out_dir)
+    try:
+        drop.mkdir(mode=0o700)
+    except OSError as err:
+        raise KernelRunError(f"cannot make the child's output folder {drop}: "
+                             f"{err.strerror or err}") from None
     prefixes = tuple(getattr(family.family, "env_prefixes_removed", ()))
     _, env_removed = scrubbed_env(os.environ, prefixes)
+    family_request = family.request()
     request = {
         "side": side.describe(),
-        "family": family.request(),
+        "family": family_request,
         "tree": str(copy.tree),
         "pycache_prefix": str(copy.pycache),
         "backend": backend,
         "num_sm": int(num_sm),
         "cases": str(cases_json),
-        "out_dir": str(out_dir.resolve()),
+        "out_dir": str(drop),
         "placeholders": list(side.placeholders),
         "repeats": int(repeats),
         "dispatch": dispatch,
@@ -226,39 +325,36 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
         "env_removed": env_removed,
         "build_dir": None if copy.build is None else str(copy.build),
     }
-    # absolute: the child runs with the scratch folder as its working directory
-    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.child-",
-                                     dir=out_dir.resolve().parent) as scratch:
+    with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.request-",
+                                     dir=out_dir.parent) as scratch:
         request_path = Path(scratch) / "request.json"
         request_path.write_text(json.dumps(request, indent=2), encoding="utf-8")
-        stderr_path = Path(scratch) / "stderr.txt"
-        with stderr_path.open("wb") as stderr:
-            try:
-                proc = subprocess.Popen(
-                    [sys.executable, "-B", "-m", "harness.capture.kernels.child",
-                     str(request_path)],
-                    cwd=scratch, env=_child_env(backend, fault, copy.pycache, prefixes),
-                    stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr,
-                    start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
-                )
-            except OSError as err:
-                raise KernelRunError(f"cannot start the kernel child: {err}") from None
-            _LIVE_GROUPS.add(proc.pid)
-            try:
-                returncode: int | None = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                returncode = None
-            finally:  # any exit path: the child's whole group goes (hang, SIGTERM, error)
-                _kill_group(proc.pid)
-                proc.wait()
-                _LIVE_GROUPS.discard(proc.pid)
-        tail = _tail(stderr_path)
-    evidence = _read_evidence(out_dir / "evidence.json")
+        argv = [sys.executable, "-B", "-m", "harness.capture.kernels.child", str(request_path)]
+        if isolation.isolated:
+            tmp = Path("/tmp")
+            ro = [copy.tree, copy.pycache, cases_json, *_input_files(cases_json),
+                  request_path]
+            if family_request.get("path"):
+                ro.append(Path(str(family_request["path"])).resolve())
+            rw = [drop] + ([copy.build] if copy.build is not None else [])
+            env = _child_env(backend, fault, copy.pycache, tmp)
+            argv = sandbox.command(argv, sandbox.Mounts(tuple(ro), tuple(rw)), env=env,
+                                   backend=backend)
+            cwd: str | None = None
+        else:
+            tmp = Path(scratch) / "tmp"
+            tmp.mkdir()
+            env = _child_env(backend, fault, copy.pycache, tmp)
+            cwd = str(tmp)
+        returncode, tail = _wait_child(argv, env, cwd, Path(scratch) / "stderr.txt",
+                                       timeout_s)
+    problem = collect(drop, out_dir, cases_json)
+    evidence = _read_evidence(out_dir / EVIDENCE)
 
     def result(status: Status, reason: str) -> SideResult:
         return SideResult(side=side.name, backend=backend, status=status, reason=reason,
                           returncode=returncode, evidence=evidence, stderr_tail=tail,
-                          out_dir=out_dir, injected_fault=fault)
+                          out_dir=out_dir, injected_fault=fault, isolation=isolation)
 
     if returncode is None:
         return result("timeout", f"no result within {timeout_s:g} s; process group killed")
@@ -267,8 +363,33 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
                else f"exit status {returncode}")
         last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
         return result("kernel_crash", f"child {how}: {last}".strip())
-    problem = _check_outputs(side, cases_json, out_dir, evidence)
+    problem = problem or _check_outputs(side, cases_json, out_dir, evidence)
     return result("kernel_crash", problem) if problem else result("ok", "")
+
+
+def _wait_child(argv: list[str], env: dict[str, str], cwd: str | None, stderr_path: Path,
+                timeout_s: float) -> tuple[int | None, str]:
+    """Start ``argv`` in its own process group, wait at most ``timeout_s``, then kill the
+    group whatever happened (a sandbox's processes die with it: ``--die-with-parent``).
+    Returns the exit status (None: timed out) and the tail of its output."""
+    with stderr_path.open("wb") as stderr:
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stderr,
+                stderr=stderr, start_new_session=True,
+                preexec_fn=_die_with_parent(os.getpid()))
+        except OSError as err:
+            raise KernelRunError(f"cannot start the kernel child: {err}") from None
+        _LIVE_GROUPS.add(proc.pid)
+        try:
+            returncode: int | None = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            returncode = None
+        finally:  # any exit path: the child's whole group goes (hang, SIGTERM, error)
+            _kill_group(proc.pid)
+            proc.wait()
+            _LIVE_GROUPS.discard(proc.pid)
+    return returncode, _tail(stderr_path)
 
 
 def _read_evidence(path: Path) -> dict[str, Any] | None:
