@@ -331,7 +331,7 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
         request_path.write_text(json.dumps(request, indent=2), encoding="utf-8")
         argv = [sys.executable, "-B", "-m", "harness.capture.kernels.child", str(request_path)]
         if isolation.isolated:
-            tmp = Path("/tmp")
+            tmp = Path(sandbox.SANDBOX_TMP)
             ro = [copy.tree, copy.pycache, cases_json, *_input_files(cases_json),
                   request_path]
             if family_request.get("path"):

@@ -62,7 +62,8 @@ GPU_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps")
 ENV_ALLOWLIST = ("LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
                  "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-SANDBOX_HOME = "/tmp/home"
+SANDBOX_TMP = "/tmp"  # noqa: S108 (the sandbox's own empty tmpfs, no one else's)
+SANDBOX_HOME = f"{SANDBOX_TMP}/home"
 
 
 class SandboxError(Exception):
@@ -191,16 +192,16 @@ def _bind(flag: str, path: Path | str) -> list[str]:
 
 
 def command(argv: Sequence[str], mounts: Mounts, *, env: Mapping[str, str], backend: str,
-            exe: str | None = None, chdir: str = "/tmp") -> list[str]:
+            exe: str | None = None, chdir: str = SANDBOX_TMP) -> list[str]:
     """The ``bwrap`` argv that runs ``argv`` in a sandbox (module docstring)."""
     args = [exe or BWRAP, "--unshare-all", "--unshare-user", "--cap-drop", "ALL",
             "--die-with-parent", "--new-session", "--clearenv",
-            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for path in SYSTEM:
-        if os.path.exists(path):
-            args += _bind("--ro-bind", path)
-    for path in ETC_FILES:
-        args += _bind("--ro-bind-try", path)
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", SANDBOX_TMP]
+    for name in SYSTEM:
+        if os.path.exists(name):
+            args += _bind("--ro-bind", name)
+    for name in ETC_FILES:
+        args += _bind("--ro-bind-try", name)
     for path in [*python_roots(), harness_root(), *mounts.ro]:
         args += _bind("--ro-bind", path)
     libraries = [Path(e) for e in env.get("LD_LIBRARY_PATH", "").split(os.pathsep)
@@ -211,8 +212,8 @@ def command(argv: Sequence[str], mounts: Mounts, *, env: Mapping[str, str], back
         for pattern in GPU_DEVICE_GLOBS:
             for node in sorted(glob.glob(pattern)):
                 args += _bind("--dev-bind", node)
-        for path in GPU_DRIVER_DIRS:
-            args += _bind("--ro-bind-try", path)
+        for name in GPU_DRIVER_DIRS:
+            args += _bind("--ro-bind-try", name)
     for path in mounts.rw:
         args += _bind("--bind", path)
     for name, value in sorted(env.items()):
@@ -225,5 +226,5 @@ def allowed_env(parent: Mapping[str, str]) -> dict[str, str]:
     """The parent's variables a child may see (:data:`ENV_ALLOWLIST`), plus a fixed
     ``PATH``, ``HOME`` and ``TMPDIR`` inside the sandbox."""
     env = {name: parent[name] for name in ENV_ALLOWLIST if name in parent}
-    env.update(PATH=SANDBOX_PATH, HOME=SANDBOX_HOME, TMPDIR="/tmp")
+    env.update(PATH=SANDBOX_PATH, HOME=SANDBOX_HOME, TMPDIR=SANDBOX_TMP)
     return env
