@@ -17,9 +17,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "site",
         help="build a static HTML site from the evidence, each bundle verified first",
         description="Verify every bundle and mutation run under EVIDENCE_DIR (the committed "
-        "layout: bundles/, sweep/bundles/, deploy/bundles/, impls/bundles/, pr/, mutation/; "
-        "each bundle with the key verdicts.tsv names for it, else the trusted keys) and write "
-        "a static site to DIR: index.html with the findings and a release x path x "
+        "layout: bundles/, sweep/bundles/, deploy/bundles/, impls/bundles/, pr/, mutation/) "
+        "and write a static site to DIR. Trusted keys: the built-in project keys (the "
+        "repository's evidence/keys/) and each --pubkey PUB; nothing in EVIDENCE_DIR adds "
+        "one. A bundle verifies with the trusted key whose key id is that of the key file "
+        "EVIDENCE_DIR/verdicts.tsv names for it (a record only: a file there that is not a "
+        "trusted key leaves the bundle refused), else with any trusted key. The site: "
+        "index.html with the findings and a release x path x "
         "implementation grid coloured by verdict, one page per bundle and one per mutation "
         "run. A bundle that does not verify is shown as refused with its reason, never its "
         "claims. No script, no network: open DIR/index.html. One progress line per bundle "
@@ -30,16 +34,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="folder to write the site into (created; must be empty if it "
                         "exists)")
     parser.add_argument("--pubkey", type=Path, action="append", default=[], metavar="PUB",
-                        help="also trust this public key (repeatable); the built-in project "
-                        "keys are always tried")
+                        help="also trust this public key (repeatable); besides the built-in "
+                        "project keys, only the keys given here are trusted")
     parser.add_argument("--no-mutation", action="store_true",
                         help="leave the mutation runs out (they re-verify every mutant's "
                         "bundle, the longest part of a build)")
     parser.add_argument("--check", action="store_true",
                         help="exit 4 (pages still written) unless every piece verified and the "
                         "bundle folders are exactly those EVIDENCE_DIR/verdicts.tsv names, "
-                        "each with its recorded verdict (CI runs this on the committed "
-                        "evidence)")
+                        "each verified with the trusted key its line names and with its "
+                        "recorded verdict (CI runs this on the committed evidence)")
     flags.workers(parser, "verifying bundles in parallel (one bundle per process)")
     parser.set_defaults(handler=run)
 
