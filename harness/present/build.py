@@ -39,14 +39,18 @@ class Task:
     path: Path
     shown: str  # the path as pages show it (relative to the evidence folder's parent)
     group: str
-    pubkey: Path | None  # the key the key table names, else None: every trusted key
+    # the key file verdicts.tsv names for the bundle, else None: each trusted key in turn.
+    # A record, never a grant of trust: it only picks among the trusted keys (the project
+    # keys and --pubkey), and a file that is none of them leaves the bundle refused.
+    recorded: Path | None
 
 
 def discover(evidence: Path, *, mutations: bool = True,
              record: dict[str, Recorded] | None = None) -> list[Task]:
     """Every bundle and mutation run under ``evidence`` (the committed layout), with the key
-    ``evidence/verdicts.tsv`` names for a bundle where it names one (``record``: that file
-    as the caller already read it)."""
+    file ``evidence/verdicts.tsv`` names for a bundle where it names one (``record``: that
+    file as the caller already read it). The file named is only held against the trusted
+    keys (:mod:`harness.present.verified`), never trusted for being named."""
     from .record import RECORD, read_record
 
     if not evidence.is_dir():
@@ -88,7 +92,7 @@ def run_task(task: Task, extra_keys: Sequence[bytes] = (), lines: Any = None) ->
     a queue for progress lines from inside a long task (a mutation run's bundles)."""
     keys = [_key(k) for k in extra_keys]
     if task.kind == "bundle":
-        return [_bundle(task.path, task.shown, task.group, task.pubkey, keys)]
+        return [_bundle(task.path, task.shown, task.group, task.recorded, keys)]
     if task.kind == "archive":
         return _archive(task, keys)
     say: Callable[[str], None] = (lambda _l: None) if lines is None else lines.put
@@ -101,12 +105,12 @@ def _key(pem: bytes) -> Any:
     return serialization.load_pem_public_key(pem)
 
 
-def _bundle(path: Path, shown: str, group: str, pubkey: Path | None, keys: list[Any],
+def _bundle(path: Path, shown: str, group: str, recorded: Path | None, keys: list[Any],
             frozen: Path | None = None, archive: str | None = None
             ) -> BundleModel | RefusedBundle:
     from .verified import Refused, checked
 
-    result = checked(path, pubkey=pubkey, extra_keys=keys, frozen_manifest=frozen)
+    result = checked(path, recorded=recorded, extra_keys=keys, frozen_manifest=frozen)
     if isinstance(result, Refused):
         return RefusedBundle(shown, group, result.code, result.reason, archive)
     try:

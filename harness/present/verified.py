@@ -6,9 +6,13 @@ statement just verified (same payload digest) before any artifact is read. A bun
 not verify comes back as :class:`Refused` with the core's one-line reason: never its claims.
 Each (bundle, key) is verified once per process (:data:`_DONE`).
 
-The key: the one ``evidence/verdicts.tsv`` names for the bundle when given, else each
-trusted key in turn (the built-in project keys and any the caller adds), the one the
-envelope's key id names first, as ``topp-gate verify`` does without ``--pubkey``.
+The keys trusted are the built-in project keys (:func:`harness.core.keys.project_public_keys`,
+the packaged copies of ``evidence/keys/``) and the ones the caller adds (``topp-gate site
+--pubkey``); nothing read from an evidence folder adds to them. A bundle is verified with
+each trusted key in turn, the one the envelope's key id names first, as ``topp-gate verify``
+does without ``--pubkey``; or, when ``evidence/verdicts.tsv`` names a key file for it
+(``recorded``), with the trusted key whose key id that file holds and no other. A recorded
+key that is not trusted is never used: the bundle is refused (:func:`_recorded_key`).
 """
 
 from __future__ import annotations
@@ -47,13 +51,32 @@ class Refused:
 _DONE: dict[tuple[str, str], Checked | Refused] = {}
 
 
-def _candidate_keys(path: Path, pubkey: Path | None,
+def _recorded_key(recorded: Path, trusted: Sequence[Ed25519PublicKey]) -> Ed25519PublicKey:
+    """The trusted key whose key id the key file ``recorded`` (named by the record, so
+    chosen by whoever wrote the evidence folder) holds. The file only names a key; it never
+    makes one trusted: a file that is not a trusted key is a SignatureError."""
+    from ..core.keys import keyid, load_public_key
+
+    try:
+        named = keyid(load_public_key(recorded))
+    except HarnessError as err:
+        raise SignatureError(f"the key verdicts.tsv names for it cannot be read: "
+                             f"{err.detail}") from err
+    for key in trusted:
+        if keyid(key) == named:
+            return key
+    raise SignatureError(f"verdicts.tsv names the key {printable(recorded)} (key id {named}), "
+                         "which is not a trusted key (trusted: the built-in project keys and "
+                         "each --pubkey)")
+
+
+def _candidate_keys(path: Path, recorded: Path | None,
                     extra: Sequence[Ed25519PublicKey]) -> list[Ed25519PublicKey]:
-    from ..core.keys import keyid, load_public_key, project_public_key, project_public_keys
+    from ..core.keys import keyid, project_public_key, project_public_keys
     from ..core.verify import signer_hint
 
-    if pubkey is not None:
-        return [load_public_key(pubkey)]
+    if recorded is not None:
+        return [_recorded_key(recorded, [*project_public_keys().values(), *extra])]
     try:
         hint = signer_hint(path)
     except HarnessError:
@@ -71,16 +94,20 @@ def _candidate_keys(path: Path, pubkey: Path | None,
     return keys
 
 
-def checked(path: Path, *, pubkey: Path | None = None, key: Ed25519PublicKey | None = None,
+def checked(path: Path, *, recorded: Path | None = None,
+            key: Ed25519PublicKey | None = None,
             extra_keys: Sequence[Ed25519PublicKey] = (), frozen_manifest: Path | None = None,
             workers: int | None = 1,
             progress: Callable[[int], None] | None = None) -> Checked | Refused:
     """Verify the bundle at ``path`` (once per process) and open what was verified: with
-    ``key`` or the key file ``pubkey`` when given, else each trusted key in turn."""
+    ``key`` when given (the caller's own choice); else, when the record names the key file
+    ``recorded`` for it, with the trusted key of that file's key id (refused when it is not
+    a trusted key); else each trusted key in turn. Trusted: the project keys and
+    ``extra_keys``."""
     from ..core.keys import keyid
 
     try:
-        keys = [key] if key is not None else _candidate_keys(path, pubkey, extra_keys)
+        keys = [key] if key is not None else _candidate_keys(path, recorded, extra_keys)
     except HarnessError as err:
         return Refused(path, err.code, printable(str(err)))
     memo = (str(path.resolve()), ",".join(keyid(k) for k in keys))
