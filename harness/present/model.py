@@ -215,9 +215,27 @@ class Evidence:
     mutations: list[MutationRun | RefusedRun] = field(default_factory=list)
 
 
+SLUG_CHARS = 64  # the readable part of a page name, at most
+
+
+def page_name(path: str) -> str:
+    """A page's file name (no suffix) for the piece shown as ``path``: a readable slug (ASCII
+    letters, digits, ``-._``; anything else becomes ``-``; at most :data:`SLUG_CHARS`) and
+    the first 16 hex digits of the sha256 of the exact path. The slug alone is not one to
+    one (``a b``, ``a-b`` and ``a+b`` share one); the digest makes names differ wherever
+    paths do, names differing only in case included, since the digest is lowercase hex.
+    The site still refuses to write two pieces under one name
+    (:func:`harness.present.site.write_site`)."""
+    import hashlib
+
+    slug = "".join(c if c.isascii() and (c.isalnum() or c in "-._") else "-" for c in path)
+    slug = slug[:SLUG_CHARS].strip("-.") or "bundle"
+    digest = hashlib.sha256(path.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{slug}-{digest}"
+
+
 def _slug(path: str) -> str:
-    out = "".join(c if c.isalnum() or c in "-._" else "-" for c in path)
-    return out.strip("-.") or "bundle"
+    return page_name(path)
 
 
 def _mass(value: Any) -> float | None:

@@ -4,7 +4,8 @@ No script anywhere: each page carries a Content-Security-Policy that allows only
 stylesheet (by hash) and nothing else, so no page loads, runs or sends anything. Every
 string from evidence goes through :func:`html.escape` (:func:`_e`) before it reaches a page.
 Pages: ``index.html`` (findings, the release x path x implementation grid, every bundle and
-mutation run), ``bundles/<slug>.html`` and ``mutation/<slug>.html``.
+mutation run), ``bundles/<name>.html`` and ``mutation/<name>.html``, each name a slug of the
+piece's path and a short sha256 of that exact path (:func:`harness.present.model.page_name`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from pathlib import Path
 
+from ..core.errors import InternalError
 from ..core.names import PATCHED, SIDES, STOCK
+from ..core.terminal import printable
 from . import svg
 from .model import (
     GROUPS,
@@ -412,12 +415,16 @@ def _anchor(mutant: str) -> str:
 
 def write_site(ev: Evidence, out: Path) -> list[Path]:
     """Write every page under ``out``; returns the files written."""
-    written = []
+    written: list[Path] = []
+    names: set[Path] = set()
     (out / "bundles").mkdir(parents=True, exist_ok=True)
     (out / "mutation").mkdir(parents=True, exist_ok=True)
 
     def put(rel: str, text: str) -> None:
         path = out / rel
+        if path in names:  # a page name is one to one (model.page_name): never overwrite
+            raise InternalError(f"two pieces of evidence share the page {printable(rel)}")
+        names.add(path)
         path.write_text(text, "utf-8")
         written.append(path)
 

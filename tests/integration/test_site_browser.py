@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
+from harness.present.model import page_name
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = {  # committed bundle -> the key that signed it (evidence/verdicts.tsv)
@@ -72,15 +73,20 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def _page(folder: str, shown: str) -> str:
+    """The page of the piece shown as ``shown`` (its path under the site)."""
+    return f"{folder}/{page_name(shown)}.html"
+
+
 def test_the_tampered_copy_is_refused_with_its_reason_and_none_of_its_claims(site: Path):
-    page = (site / "bundles/evidence-bundles-smoke-interpreter-tampered.html").read_text()
+    page = (site / _page("bundles", f"evidence/{TAMPERED}")).read_text()
     assert "refused" in page and "sha256" in page
     assert "verified verdict" not in page and "Kept count" not in page
     index = (site / "index.html").read_text()
     assert 'class="v-refused"' in index
-    good = (site / "bundles/evidence-bundles-smoke-interpreter-20261129.html").read_text()
+    good = (site / _page("bundles", "evidence/bundles/smoke-interpreter-20261129")).read_text()
     assert "verified verdict: <strong>STOP</strong>" in good and "<svg" in good
-    run = (site / "mutation/evidence-mutation-pr-interpreter-cpu-20261201.html").read_text()
+    run = (site / _page("mutation", f"evidence/{MUTATION}")).read_text()
     assert "the gate killed <strong>18 of 28</strong> mutants" in run
     # each survivor says what its outputs did (10 survivors in this run)
     assert run.count("<p>survived; ") == 10

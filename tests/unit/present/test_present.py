@@ -32,6 +32,7 @@ from harness.present.model import (  # noqa: E402
     RefusedBundle,
     Row,
     Side,
+    page_name,
 )
 from harness.present.verified import Checked, Refused, checked, verified_checked  # noqa: E402
 
@@ -193,9 +194,9 @@ def test_a_site_of_one_verified_and_one_refused_bundle(bundle: Path, tmp_path: P
     err = capsys.readouterr().err
     assert "evidence/bundles/good: verified, PASS" in err
     assert "evidence/bundles/other: refused: no signature verifies" in err
-    refused = (out / "bundles" / "evidence-bundles-other.html").read_text()
+    refused = (out / "bundles" / f"{page_name('evidence/bundles/other')}.html").read_text()
     assert "refused" in refused and "verified verdict" not in refused
-    good = (out / "bundles" / "evidence-bundles-good.html").read_text()
+    good = (out / "bundles" / f"{page_name('evidence/bundles/good')}.html").read_text()
     assert "verified verdict: <strong>PASS</strong>" in good
 
 
