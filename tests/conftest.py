@@ -103,12 +103,15 @@ def _skip_gpu_without_cuda(items):
 @pytest.fixture(scope="session")
 def signing_key(tmp_path_factory):
     """The test-only signing key as a mode-0600 copy: ``run`` refuses a private key that
-    group or others may read, and git checks the committed one out as 0644."""
+    group or others may read, and git checks the committed one out as 0644. Its public half
+    lies beside it, as ``keygen`` writes it (``pr`` reads only that before the children have
+    exited, to check a kept base side)."""
     import shutil
     from pathlib import Path
 
     source = Path(__file__).resolve().parent / "assets" / "keys" / "test-only-signing.key"
     target = tmp_path_factory.mktemp("key") / "test-only-signing.key"
     shutil.copyfile(source, target)
+    shutil.copyfile(source.with_suffix(".pub"), target.with_suffix(".pub"))
     target.chmod(0o600)
     return target

@@ -40,31 +40,33 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sources", type=Path, default=None)
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--keep-base", action="store_true")
+    parser.add_argument("--public-key", type=Path, default=None)
     return parser
 
 
 def run_one(args: argparse.Namespace) -> int:
     from ..core.verify import open_bundle, verify_bundle
-    from .pr import PrOptions, _View, keep_base, run_bundle
+    from .pr import PrOptions, Signer, _View, keep_base, run_bundle
     from .progress import RunProgress
-    from .signing import load_private_key
+    from .run import child_isolation
 
-    private_key = load_private_key(args.key, owner_only=True)
     options = PrOptions(base="", out=args.out, key=args.key, patch=args.patch,
                         backend=args.backend, sources=args.sources, cache=args.cache,
                         reuse=True, workers=1)
+    isolation = child_isolation(False, args.key)
     with RunProgress() as progress:
-        written = run_bundle(args.manifest, args.out, private_key, options, args.patch,
-                             args.base_store, progress.say)
+        written = run_bundle(args.manifest, args.out, Signer(args.key, args.public_key),
+                             options, args.patch, args.base_store, isolation, progress.say)
+        private_key = written.private_key
         public_key = private_key.public_key()
         view = open_bundle(args.out, public_key)
         verdict = view.statement["predicate"]["verdict"]
-        if args.keep_base and written.base_ran_ok and verdict["verdict"] == "PASS":
+        if args.keep_base and written.base_clean and verdict["verdict"] == "PASS":
             progress.say("verifying the base bundle before keeping its base side")
             # the base runs alone: its verification takes every core
             verify_bundle(args.out, public_key, frozen_manifest=args.manifest, workers=None)
             kept = keep_base(args.base_store, written.key, _View(view, args.out), private_key,
-                             written.layout)
+                             written.layout, written.base_isolation)
             progress.say("base side kept for the mutants" if kept
                          else "base side not kept (an entry is already there)")
     reasons = ", ".join(verdict["reasons"]) or "none"

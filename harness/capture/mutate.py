@@ -57,6 +57,7 @@ from typing import Any
 
 from ..core.digest import sha256_hex
 from ..core.errors import UsageError
+from ..core.keys import keyid
 from ..core.manifest import load_manifest
 from .mutant_catalogue import CATALOGUES, DEFAULT_ID, Mutation
 from .mutant_catalogue import KINDS as KINDS  # re-exported
@@ -195,7 +196,8 @@ def _run_one(name: str, manifest: Path, patch: Path | None, options: Options,
     if store is None:
         cmd = [*_python(), "run", "--workers", "1"]
     else:
-        cmd = [sys.executable, "-m", "harness.capture.mutant_run", "--base-store", str(store)]
+        cmd = [sys.executable, "-m", "harness.capture.mutant_run", "--base-store", str(store),
+               "--public-key", str(options.out / "signer.pub")]
         if name == "base":
             cmd.append("--keep-base")
     cmd += ["--manifest", str(manifest), "--backend", options.backend,
@@ -277,8 +279,8 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
     if options.out.exists():
         raise UsageError(f"{options.out} already exists; a mutation run never overwrites")
     mutations = catalogue(options.only, options.catalogue)  # refused before any work
-    private = load_private_key(options.key)
-    public_key = private.public_key()
+    # the key's public half now; the key itself again only once every run has ended
+    public_key = load_private_key(options.key).public_key()
     pinned, base, manifest = _kernel_bytes(options)
     if manifest.rules != "regression/v1":
         say(f"note: {manifest.name} is judged by {manifest.rules}, not regression/v1")
@@ -336,6 +338,10 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
     summary = summarize(entries, manifest, options)
     raw = (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode("utf-8")
     (options.out / "mutation.json").write_bytes(raw)
+    private = load_private_key(options.key)
+    if keyid(private.public_key()) != keyid(public_key):
+        raise UsageError(f"{options.key} changed during the mutation run; the summary is not "
+                         "signed")
     envelope = sign(raw, private, SUMMARY_PAYLOAD_TYPE)
     (options.out / "mutation.dsse.json").write_text(json.dumps(envelope, indent=1) + "\n",
                                                     encoding="utf-8")

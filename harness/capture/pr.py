@@ -66,12 +66,14 @@ from .kernels.runner import (
     _kill_live_groups,
     run_side,
 )
+from .kernels.sandbox import Isolation
 from .private_tree import PrivateTree
 from .run import (
     CaseProgress,
     RunOptions,
     _Clock,
     bundle_content,
+    child_isolation,
     claim_output,
     collect_outputs,
     prepare_sides,
@@ -89,12 +91,13 @@ NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4-smal
 # The families whose rows the PR matrices hold (vLLM's Triton split pipeline and its
 # one-kernel paths). Another family's change needs a matrix of its own (--matrix FILE).
 PR_FAMILIES = (families.DEFAULT,)
-BASE_SCHEMA = "topp-gate/pr-base/v1"
+BASE_SCHEMA = "topp-gate/pr-base/v2"
 BASE_PAYLOAD_TYPE = "application/vnd.topp-gate.pr-base+json"
 _ENTRY, _ENVELOPE, _EVIDENCE = "entry.json", "entry.dsse.json", "evidence.json"
 _MAX_ENTRY_BYTES = 1 << 20
 _MAX_EVIDENCE_BYTES = 16 << 20
 _PIN_SPEC = re.compile(r"\.json$")
+EPHEMERAL_PUB = "ephemeral.pub"
 
 Say = Callable[[str], None]
 
@@ -113,6 +116,8 @@ class PrOptions:
     base_cache: Path | None = None  # None: <cache>/pr-base
     reuse: bool = True
     workers: int = 0
+    unsandboxed: bool = False  # run the children without a sandbox (trusted changes only)
+    ephemeral_key: bool = False  # sign with a key made for this run alone (a fork's PR)
 
 
 @dataclass(frozen=True)
@@ -271,10 +276,14 @@ def _kernel_side_digest() -> str:
     return sha256_hex(json.dumps(listing).encode())
 
 
-def base_key(manifest: Manifest, backend: str) -> dict[str, Any]:
+def base_key(manifest: Manifest, backend: str, keyid: str) -> dict[str, Any]:
     """Everything the base side's outputs depend on: the frozen cases (the change's paths
     taken out), the backend block, the base's manifest entry (its pin sha256, digests,
-    family, dispatch path and any patch), the backend, the runtime and the child's code."""
+    family, dispatch path and any patch), the backend, the runtime and the child's code;
+    and what a reuse must match besides: the rule set that judges it, the whole harness's
+    digest and the id of the key that keeps it."""
+    from ..core.provenance import HARNESS_TREE, installed_digest
+
     cases = json.loads(json.dumps(manifest.data["cases"]))
     for case in cases:
         paths = case.pop("paths", None) or {}
@@ -288,7 +297,10 @@ def base_key(manifest: Manifest, backend: str) -> dict[str, Any]:
         "base": stock,
         "backend": backend,
         "runtime": _runtime(backend),
-        "harness": {"version": __version__, "capture_sha256": _kernel_side_digest()},
+        "harness": {"version": __version__, "capture_sha256": _kernel_side_digest(),
+                    "tree_sha256": installed_digest(HARNESS_TREE)["sha256"]},
+        "rules": manifest.rules,
+        "keyid": keyid,
     }
 
 
@@ -337,15 +349,26 @@ def load_base(store: Path, key: Mapping[str, Any], public_key: Any, side: Side,
         shutil.rmtree(out_dir, ignore_errors=True)
         out_dir.mkdir(parents=True, exist_ok=True)
         return None
+    isolation = entry.get("isolation") or {}
+    if not isinstance(isolation, dict) or isolation.get("sandbox") in (None, "none"):
+        say("base: the kept base side records no sandbox; running it")
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return None
     result = SideResult(side=side.name, backend=str(key["backend"]), status="ok", reason="",
-                        returncode=0, evidence=evidence, stderr_tail="", out_dir=out_dir)
+                        returncode=0, evidence=evidence, stderr_tail="", out_dir=out_dir,
+                        isolation=Isolation(str(isolation["sandbox"]),
+                                            str(isolation.get("version") or "unknown"),
+                                            tuple(isolation.get("namespaces") or ())))
     return result, str(entry["bundle"])
 
 
 def keep_base(store: Path, key: Mapping[str, Any], view: Any, private_key: Any,
-              layout: Sequence[CaseLayout]) -> bool:
+              layout: Sequence[CaseLayout], isolation: Mapping[str, Any]) -> bool:
     """Keep the base side of a bundle verified in this process (``view``: opened after
-    ``verify_bundle``). Returns whether it was kept (an entry already there is left)."""
+    ``verify_bundle``), ``isolation`` being how it ran (the caller keeps only a base that
+    ran where no code under test could reach it). Returns whether it was kept (an entry
+    already there is left)."""
     from .signing import sign
 
     folder = _key_folder(store, key)
@@ -361,7 +384,8 @@ def keep_base(store: Path, key: Mapping[str, Any], view: Any, private_key: Any,
             (tmp / name).write_bytes(raw)
             files[name] = sha256_hex(raw)
         entry = {"key": dict(key), "bundle": str(Path(view.bundle_path).resolve()),
-                 "bundle_payload_sha256": view.payload_sha256, "files": files}
+                 "bundle_payload_sha256": view.payload_sha256, "files": files,
+                 "isolation": dict(isolation)}
         payload = (json.dumps(entry, indent=1, sort_keys=True) + "\n").encode()
         (tmp / _ENTRY).write_bytes(payload)
         (tmp / _ENVELOPE).write_text(json.dumps(sign(payload, private_key, BASE_PAYLOAD_TYPE),
@@ -380,7 +404,8 @@ def keep_base(store: Path, key: Mapping[str, Any], view: Any, private_key: Any,
 def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
                  private: Mapping[str, PrivateTree], backend: str, work: Path,
                  layout: Sequence[CaseLayout], clock: _Clock, reused: SideResult | None,
-                 say: Say) -> tuple[dict[str, SideResult], list[str]]:
+                 say: Say, isolation: Isolation | None = None
+                 ) -> tuple[dict[str, SideResult], list[str]]:
     """The sides that must run, at once (one child each, the run's time left as timeout);
     a reused base side is taken as given."""
     num_sm = int(manifest.backend.get("interpreter_sm_count", DEFAULT_NUM_SM))
@@ -397,7 +422,7 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
         t0 = time.monotonic()
         result = run_side(sides[name][0], private[name], backend, num_sm, work / "cases.json",
                           work / "out" / name, timeout, dispatch=manifest.dispatch(name),
-                          paths=manifest.case_dispatch(name))
+                          paths=manifest.case_dispatch(name), isolation=isolation)
         clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
         return result
 
@@ -421,28 +446,67 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
 
 
 @dataclass(frozen=True)
+class Signer:
+    """Where the bundle's key comes from: the key file ``path``, or (``path`` None) a key
+    made in memory for this run alone (``--ephemeral-key``). Either is opened only after
+    every kernel child has exited (:meth:`open`); before that only the public half kept
+    beside a key file is read (:meth:`public_before`), to check a kept base side."""
+
+    path: Path | None
+    public: Path | None = None  # the public half's file, when not PREFIX.pub beside
+
+    @property
+    def kind(self) -> str:
+        return "ephemeral" if self.path is None else "persistent"
+
+    def public_before(self) -> Any:
+        from .signing import public_key_beside, public_key_file
+
+        if self.path is None:
+            return None
+        return public_key_file(self.public) if self.public else public_key_beside(self.path)
+
+    def open(self) -> Any:
+        from .signing import ephemeral_key, load_private_key
+
+        return ephemeral_key() if self.path is None else load_private_key(self.path,
+                                                                          owner_only=True)
+
+
+@dataclass(frozen=True)
 class _Written:
     bundle: Path
     key: dict[str, Any]
     layout: tuple[CaseLayout, ...]
     reused_from: str | None
-    base_ran_ok: bool
+    base_clean: bool  # the base ran ok here, where no code under test could reach it
+    base_isolation: dict[str, Any]
+    private_key: Any  # opened after every child had exited
 
 
-def run_bundle(manifest_path: Path, bundle: Path, private_key: Any, options: PrOptions,
-               patch: Path | None, store: Path, say: Say) -> _Written:
+def run_bundle(manifest_path: Path, bundle: Path, signer: Signer, options: PrOptions,
+               patch: Path | None, store: Path, isolation: Isolation | None,
+               say: Say) -> _Written:
     """``run``'s phases (harness/capture/run.py) with the base reused when kept and the
-    children run at once; the bundle is written and signed exactly as ``run`` writes one."""
+    children run at once; the bundle is written and signed exactly as ``run`` writes one,
+    with the key opened after the children exited."""
+    from ..core.keys import keyid
+
     started = time.monotonic()
     manifest = load_manifest(manifest_path)
     run_options = RunOptions(manifest=manifest_path, out=bundle, key=options.key,
                              backend=options.backend, sources=options.sources,
                              cache=options.cache, patch=patch, workers=options.workers)
+    reuse_key = signer.public_before() if options.reuse else None
+    if options.reuse and reuse_key is None:
+        say("base: no reuse (" + ("an ephemeral key keeps nothing" if signer.path is None
+                                  else f"no public key beside {printable(signer.path)}")
+            + ")")
     with claim_output(bundle):
         backend = resolve_backend(options.backend, manifest)
         checked = prepare_sides(manifest, run_options, say)
         clock = _Clock(started, started + float(manifest.limits["run_timeout_s"]))
-        key = base_key(manifest, backend)
+        key = base_key(manifest, backend, keyid(reuse_key) if reuse_key is not None else "")
         with tempfile.TemporaryDirectory(prefix=scratch_prefix(bundle),
                                          dir=bundle.parent) as scratch, \
                 contextlib.ExitStack() as copies:
@@ -456,11 +520,17 @@ def run_bundle(manifest_path: Path, bundle: Path, private_key: Any, options: PrO
             check_against_manifest(layout, manifest)
             clock.timings["build_cases_s"] = clock.since_start()
             kept = None
-            if options.reuse:
-                kept = load_base(store, key, private_key.public_key(), checked[SIDES[0]][0],
+            if reuse_key is not None:
+                kept = load_base(store, key, reuse_key, checked[SIDES[0]][0],
                                  layout, work / "cases.json", work / "out" / SIDES[0], say)
             results, run_stops = run_children(manifest, sides, private, backend, work,
-                                              layout, clock, kept[0] if kept else None, say)
+                                              layout, clock, kept[0] if kept else None, say,
+                                              isolation)
+            private_key = signer.open()  # every child has exited, its namespace with it
+            if reuse_key is not None and keyid(private_key.public_key()) != keyid(reuse_key):
+                raise UsageError(f"the public key beside {printable(signer.path)} is not "
+                                 "its private key's half; the kept base side was checked "
+                                 "with it, so nothing is signed")
             collected = collect_outputs(manifest, layout, work, results)
             if collected.path_failed:
                 run_stops.append("split_path_not_taken")
@@ -474,8 +544,12 @@ def run_bundle(manifest_path: Path, bundle: Path, private_key: Any, options: PrO
                 run_stops.append("run_timeout")
             result = rule_set(manifest.rules).verdict(rows, run_stops)
             content = bundle_content(manifest, backend, sides, cases_raw, layout, collected,
-                                     results, rows, run_stops, result, clock)
+                                     results, rows, run_stops, result, clock,
+                                     signing=signer.kind)
             if kept is not None:
+                isolation_record = content.environment["isolation"]
+                isolation_record[SIDES[0]] = {**isolation_record[SIDES[0]],
+                                              "reused_from_bundle": True}
                 content = dataclasses.replace(content, environment={
                     **content.environment,
                     "base_reused_from": {"bundle": kept[1], "key_sha256": _key_folder(
@@ -483,8 +557,10 @@ def run_bundle(manifest_path: Path, bundle: Path, private_key: Any, options: PrO
             say(f"writing and signing the bundle {printable(bundle)}")
             write_bundle(bundle, content, private_key,
                          max_bytes=int(manifest.limits["max_bundle_bytes"]))
-    return _Written(bundle, key, tuple(layout), kept[1] if kept else None,
-                    kept is None and results[SIDES[0]].ok)
+    clean = (kept is None and results[SIDES[0]].ok
+             and all(r.isolation.isolated for r in results.values()))
+    return _Written(bundle, key, tuple(layout), kept[1] if kept else None, clean,
+                    results[SIDES[0]].isolation.record(), private_key)
 
 
 # --- the answer -------------------------------------------------------------------------------
@@ -560,14 +636,14 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
     """Pin, freeze, run, verify, answer. Refusals before the bundle leave no output folder."""
     from ..core.verify import open_bundle, verify_bundle
     from .manifest_new import SideSpec, new_manifest
-    from .signing import load_private_key
     from .sources import cache_root
 
     if (options.patch is None) == (options.change is None):
         raise UsageError("give the change as --patch DIFF (on the base) or --change SPEC "
                          "(another release, pin file, wheel or source tree), one of them")
     patch_bytes = read_patch(options.patch) if options.patch is not None else None
-    private_key = load_private_key(options.key, owner_only=True)
+    signer = Signer(None if options.ephemeral_key else options.key)
+    isolation = child_isolation(options.unsandboxed, signer.path)  # refused now, not later
     backend = choose_backend(options.backend)
     matrix = options.matrix or NEWEST_PR_MATRIX[backend]
     store = options.base_cache or cache_root(options.cache) / "pr-base"
@@ -599,7 +675,8 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
             matrix, out / "pr.json", cache=options.cache, rules=matrix_rules(matrix, backend),
             sources=options.sources)
         say(f"frozen {printable(manifest_path)} from matrix {printable(matrix)}")
-        written = run_bundle(manifest_path, bundle, private_key, options, patch, store, say)
+        written = run_bundle(manifest_path, bundle, signer, options, patch, store, isolation,
+                             say)
     except BaseException:
         if not bundle.exists():
             shutil.rmtree(out, ignore_errors=True)
@@ -607,13 +684,20 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
                 with contextlib.suppress(OSError):
                     out.parent.rmdir()  # only when empty
         raise
-    say("verifying the bundle offline (signature, digests, oracle and gate rerun)")
+    private_key = written.private_key
     public_key = private_key.public_key()
+    if signer.path is None:
+        from .signing import public_pem
+
+        (out / EPHEMERAL_PUB).write_bytes(public_pem(public_key))
+        say(f"signed with an ephemeral key; its public half is {printable(out / EPHEMERAL_PUB)}")
+    say("verifying the bundle offline (signature, digests, oracle and gate rerun)")
     verified = verify_bundle(bundle, public_key, frozen_manifest=manifest_path,
                              workers=options.workers or None)
     view = _View(open_bundle(bundle, public_key), bundle)
     kept = False
-    if options.reuse and written.base_ran_ok:
-        kept = keep_base(store, written.key, view, private_key, written.layout)
+    if options.reuse and signer.path is not None and written.base_clean:
+        kept = keep_base(store, written.key, view, private_key, written.layout,
+                         written.base_isolation)
     return answer_of(view, verified, load_manifest(manifest_path), matrix, manifest_path,
                      written.reused_from, kept)

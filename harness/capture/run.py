@@ -49,10 +49,19 @@ from ..core.terminal import printable
 from . import families
 from .bundle_writer import BundleContent, WrittenBundle, write_bundle
 from .cases import write_cases
-from .kernels.runner import BACKENDS, DEFAULT_NUM_SM, SideResult, child_output_dir, run_side
+from .kernels.runner import (
+    BACKENDS,
+    DEFAULT_NUM_SM,
+    SideResult,
+    child_output_dir,
+    require_sandbox,
+    run_side,
+)
+from .kernels.sandbox import Isolation, exposes
+from .kernels.sandbox import unsandboxed as unsandboxed_isolation
 from .private_tree import PrivateTree, private_tree
 from .provenance import source_revision
-from .signing import load_private_key
+from .signing import check_key_file, load_private_key
 from .sources import (
     Pins,
     Side,
@@ -79,6 +88,7 @@ class RunOptions:
     patch: Path | None = None
     workers: int = 0  # 0: the default (harness.core.limits.default_workers)
     repeats: int = 0  # extra timed CUDA calls per case (timings only)
+    unsandboxed: bool = False  # run the kernel children without a sandbox (trusted code only)
 
 
 @dataclass(frozen=True)
@@ -369,7 +379,7 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
                  progress: Progress | None, row_progress: Callable[[int], None] | None,
                  on_rows: Callable[[int], None] | None) -> RunOutcome:
     backend = resolve_backend(options.backend, manifest)
-    key = load_private_key(options.key, owner_only=True)  # refused if group/other may read
+    isolation = child_isolation(options.unsandboxed, options.key)
     limits = dict(manifest.limits)
     checked = prepare_sides(manifest, options, progress)
     clock = _Clock(started, started + float(limits["run_timeout_s"]))
@@ -392,7 +402,10 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
         clock.timings["build_cases_s"] = clock.since_start()
 
         results, run_stops = run_children(manifest, sides, private, backend, work, layout,
-                                           clock, repeats=options.repeats, progress=progress)
+                                           clock, repeats=options.repeats, progress=progress,
+                                           isolation=isolation)
+        # the key is read only now, every child having exited with its namespace
+        key = load_private_key(options.key, owner_only=True)
         collected = collect_outputs(manifest, layout, work, results)
         if collected.path_failed:
             run_stops.append("split_path_not_taken")
@@ -407,6 +420,26 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
         written = write_bundle(options.out, content, key,
                                max_bytes=int(limits["max_bundle_bytes"]))
     return RunOutcome(written, result)
+
+
+def child_isolation(unsandboxed: bool, key: Path | None) -> Isolation | None:
+    """How the kernel children will run, decided before anything runs: in the sandbox
+    (None: ``run_side``'s default; refused now, in one line, where none can be made or
+    where the sandbox would show the signing key) or, with ``--unsandboxed``, without one.
+    The key file is checked by ``stat`` alone: it is opened after the children exit."""
+    if key is not None:
+        check_key_file(key)
+    if unsandboxed:
+        return unsandboxed_isolation("--unsandboxed: the children ran as the runner's user, "
+                                     "with its files in view")
+    require_sandbox()
+    if key is not None:
+        shown = exposes(key)
+        if shown is not None:
+            raise UsageError(f"the signing key {printable(key)} lies under "
+                             f"{printable(shown)}, which kernel children see (read-only); "
+                             "keep it elsewhere")
+    return None
 
 
 def private_copies(checked: Mapping[str, tuple[Side, Path]],
@@ -481,7 +514,8 @@ def _side_say(progress: Progress | None, side: str) -> Callable[[str], None]:
 def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
                  private: Mapping[str, PrivateTree], backend: str, work: Path,
                  layout: Sequence[CaseLayout], clock: _Clock, *, repeats: int,
-                 progress: Progress | None) -> tuple[dict[str, SideResult], list[str]]:
+                 progress: Progress | None, isolation: Isolation | None = None
+                 ) -> tuple[dict[str, SideResult], list[str]]:
     """One kernel child per side, in order, each within what is left of the run's time,
     importing from the side's private copy. Returns each side's result and the run stops
     so far (``run_timeout``)."""
@@ -503,7 +537,7 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
             results[name] = run_side(side, private[name], backend, num_sm,
                                      work / "cases.json", work / "out" / name, timeout,
                                      repeats=repeats, dispatch=manifest.dispatch(name),
-                                     paths=manifest.case_dispatch(name))
+                                     paths=manifest.case_dispatch(name), isolation=isolation)
         clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
         if not results[name].ok:
             _say(progress, f"{name}: {results[name].status}: {results[name].reason}")
@@ -577,7 +611,7 @@ def bundle_content(manifest: Manifest, backend: str, sides: Mapping[str, tuple[S
                    cases_raw: bytes, layout: Sequence[CaseLayout], collected: CollectedOutputs,
                    results: Mapping[str, SideResult], rows: list[dict[str, Any]],
                    run_stops: list[str], result: dict[str, Any],
-                   clock: _Clock) -> BundleContent:
+                   clock: _Clock, signing: str = "persistent") -> BundleContent:
     """Everything the writer signs: artifacts, evidence, reports and the run's record."""
     evidence = {name: json.dumps(r.evidence or {"status": r.status, "reason": r.reason},
                                  indent=2, sort_keys=True).encode() + b"\n"
@@ -603,6 +637,8 @@ def bundle_content(manifest: Manifest, backend: str, sides: Mapping[str, tuple[S
         paths=collected.paths if manifest.receipt_paths else None,
         environment={**_environment(results, {n: t for n, (_, t) in sides.items()}),
                      "backend": backend,
+                     "isolation": {n: r.isolation.record() for n, r in results.items()},
+                     "signing": {"key": signing},
                      "side_results": {n: {"status": r.status, "reason": r.reason,
                                           "returncode": r.returncode}
                                       for n, r in results.items()}},

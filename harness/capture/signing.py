@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,12 @@ def write_keypair(prefix: Path) -> tuple[Path, Path, str]:
     return private_path, public_path, keyid(private_key.public_key())
 
 
+def ephemeral_key() -> Ed25519PrivateKey:
+    """A key made in memory for one run (``pr --ephemeral-key``): never written; its public
+    half goes beside the bundle, and the evidence says the key was ephemeral."""
+    return Ed25519PrivateKey.generate()
+
+
 def load_private_key(path: Path, *, owner_only: bool = False) -> Ed25519PrivateKey:
     """The Ed25519 private key in ``path``; ``owner_only`` (``run``) refuses a key file
     that group or others may access, as ssh does."""
@@ -94,6 +101,44 @@ def load_private_key(path: Path, *, owner_only: bool = False) -> Ed25519PrivateK
     if not isinstance(key, Ed25519PrivateKey):
         raise UsageError(f"{path} is not an Ed25519 private key")
     return key
+
+
+def check_key_file(path: Path) -> None:
+    """Before any kernel child runs: ``path`` is a regular file only its owner may read or
+    write, told from ``stat`` alone. The key's bytes are read (:func:`load_private_key`)
+    only after every child has exited: no code under test runs while the parent holds
+    them."""
+    try:
+        info = os.stat(path)
+    except OSError as err:
+        raise UsageError(f"cannot use key file {printable(path)}: "
+                         f"{err.strerror or err}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"key file {printable(path)} is not a regular file")
+    if info.st_mode & 0o077:
+        raise UsageError(f"key file {printable(path)} is accessible by group or others (mode "
+                         f"{stat.S_IMODE(info.st_mode):04o}); run: chmod 600 "
+                         f"{printable(path)}")
+
+
+def public_key_beside(path: Path) -> Ed25519PublicKey | None:
+    """The public half kept beside a private key (``PREFIX.pub`` for ``PREFIX.key``), read
+    without opening the private key; None when there is none or it is not an Ed25519 public
+    key. The caller checks it against the private key once that is opened."""
+    text = str(path)
+    if not text.endswith(PRIVATE_SUFFIX):
+        return None
+    return public_key_file(Path(text[: -len(PRIVATE_SUFFIX)] + PUBLIC_SUFFIX))
+
+
+def public_key_file(path: Path) -> Ed25519PublicKey | None:
+    """The Ed25519 public key in ``path`` (PEM), or None when unreadable or of another kind."""
+    try:
+        data = read_regular_file(path, "public key", MAX_KEY_FILE_BYTES)
+        public = serialization.load_pem_public_key(data)
+    except (UsageError, ValueError, TypeError, UnsupportedAlgorithm):
+        return None
+    return public if isinstance(public, Ed25519PublicKey) else None
 
 
 def _refuse_public_key(path: Path, data: bytes) -> None:

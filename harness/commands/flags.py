@@ -41,3 +41,14 @@ def workers(parser: argparse.ArgumentParser, what: str, *, default: int | None =
 
 def json_output(parser: argparse.ArgumentParser, what: str = "one JSON object") -> None:
     parser.add_argument("--json", action="store_true", help=what)
+
+
+UNSANDBOXED_HELP = ("run the kernel children without a sandbox: as your user, with your "
+                    "environment and files in view. Only for code you trust; without it a "
+                    "machine where bubblewrap cannot make namespaces refuses to run. The "
+                    "evidence records each side's isolation ('verify --require-isolation' "
+                    "refuses such a bundle)")
+
+
+def unsandboxed(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--unsandboxed", action="store_true", help=UNSANDBOXED_HELP)

@@ -45,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--timeout", type=float, default=600.0, help="per side, seconds")
     flags.sources(parser)
     flags.cache(parser)
+    flags.unsandboxed(parser)
     parser.set_defaults(handler=run)
 
 
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
     require_gpu_extra("kernels")
     from ..capture.kernels.runner import run_side
+    from ..capture.kernels.sandbox import unsandboxed
     from ..capture.sources import cache_root, load_pins, resolve_tree
     from ..core.cases_index import render_cases_index
     from ..core.f32 import rows
@@ -95,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     failed = False
     for name in SIDES:
         result = run_side(pins.side(name), trees[name], args.backend, args.num_sm,
-                          work / "cases.json", args.out / name, args.timeout)
+                          work / "cases.json", args.out / name, args.timeout,
+                          isolation=unsandboxed("--unsandboxed") if args.unsandboxed else None)
         record: dict[str, Any] = next(iter((result.evidence or {}).get("cases", [])), {})
         kept = record.get("kept_counts")
         slices = record.get(SPLIT, {}).get("slices")

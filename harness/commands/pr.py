@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import EXIT_OK, EXIT_STOP
+from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
 from ..core.terminal import printable
 from . import flags
 
@@ -64,6 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--no-reuse", action="store_true",
                         help="run the base even when a verified base side is kept, and "
                         "keep none")
+    parser.add_argument("--ephemeral-key", action="store_true",
+                        help="sign with a key made for this run alone (CI on a pull request "
+                        "from a fork, which gets no secrets): its public half is written to "
+                        "OUT/ephemeral.pub and the evidence says the key was ephemeral; no "
+                        "base side is reused or kept. Such a bundle proves that its verdict "
+                        "follows from its captured bytes, not who ran it")
+    flags.unsandboxed(parser)
     flags.workers(parser, "judging and verifying rows", default=0)
     parser.set_defaults(handler=run)
 
@@ -120,15 +127,20 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminated)
     from ..capture.pr import PrOptions, default_out, gate_pr
 
+    if args.ephemeral_key and args.key is not None:
+        raise UsageError("--ephemeral-key makes its own key; give --key or --ephemeral-key, "
+                         "not both")
     key = args.key or Path(os.environ.get("TOPP_GATE_KEY") or DEFAULT_KEY).expanduser()
-    _require_key(key)
+    if not args.ephemeral_key:
+        _require_key(key)
     sources = args.sources or (Path(os.environ["TOPP_GATE_SOURCES"])
                                if os.environ.get("TOPP_GATE_SOURCES") else None)
     options = PrOptions(base=args.base, out=args.out or default_out(), key=key,
                         patch=args.patch, change=args.change, backend=args.backend,
                         matrix=args.matrix, sources=sources, cache=args.cache,
                         base_cache=args.base_cache, reuse=not args.no_reuse,
-                        workers=args.workers)
+                        workers=args.workers, unsandboxed=args.unsandboxed,
+                        ephemeral_key=args.ephemeral_key)
     answer = gate_pr(options, _say)
     for line in render(answer):
         print(line)

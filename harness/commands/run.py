@@ -52,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     flags.cache(parser)
     flags.patch(parser, "gate stock plus this unified diff of the kernel file instead of the "
                 "pinned patched release (the manifest must freeze its sha256)")
+    flags.unsandboxed(parser)
     flags.workers(parser, "judging rows", default=0)
     parser.add_argument("--repeats", type=int, default=0,
                         help="extra timed CUDA calls per case, for timings only (default 0)")
@@ -97,7 +98,8 @@ def run(args: argparse.Namespace) -> int:
                                if os.environ.get("TOPP_GATE_SOURCES") else None)
     options = RunOptions(manifest=manifest, out=args.out, key=key, backend=args.backend,
                          sources=sources, cache=args.cache, patch=args.patch,
-                         workers=args.workers, repeats=args.repeats)
+                         workers=args.workers, repeats=args.repeats,
+                         unsandboxed=args.unsandboxed)
     with RunProgress() as progress:
         outcome = run_gate(options, progress=progress.say, row_progress=progress.advance,
                            on_rows=progress.start_rows)

@@ -13,58 +13,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from harness.capture.pinfile import load_pin_file
-from harness.capture.pr import NEWEST_PR_MATRIX
-from harness.capture.sources import cache_root, resolve_tree
 from harness.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
-PINS = ROOT / "evidence/pins"
-BASE = PINS / "vllm-0.33.0.json"
-PUB = ROOT / "tests/assets/keys/test-only-signing.pub"
-KEEP = "        keep = (prob > pivot) | (x == M)\n"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
+from pr_small import BASE, KEEP, PINS, PUB, ROOT, _diff, _kernel, _pr, _small_matrix  # noqa: E402,F401
 
 pytestmark = [pytest.mark.sources]
-
-
-def _kernel() -> bytes:
-    side = load_pin_file(BASE).side("stock")
-    return (resolve_tree(side, cache=cache_root()) / side.kernel_path).read_bytes()
-
-
-def _diff(tmp_path: Path, name: str, old: str, new: str) -> Path:
-    from harness.capture.sources import kernel_diff
-
-    kernel = _kernel()
-    assert kernel.count(old.encode()) == 1
-    path = tmp_path / name
-    path.write_bytes(kernel_diff(kernel, kernel.replace(old.encode(), new.encode()),
-                                 load_pin_file(BASE).data["kernel_path"]))
-    return path
-
-
-def _small_matrix(tmp_path: Path) -> Path:
-    newest = NEWEST_PR_MATRIX["interpreter"]
-    packaged = json.loads((ROOT / f"harness/data/matrices/{newest}.json").read_bytes())
-    cases = [c for c in packaged["cases"] if c["id"] == "traffic-near-uniform-v2048"]
-    cases.append({"id": "ordinary-s42-b2-v1024", "kind": "ordinary", "seed": 42, "batch": 2,
-                  "vocab": 1024})
-    matrix = {key: packaged[key] for key in ("schema", "rules", "backend", "limits")}
-    matrix["description"] = f"pr test: {newest}'s near-uniform case, 2 ordinary rows"
-    matrix["cases"] = cases
-    path = tmp_path / "small-pr.json"
-    path.write_text(json.dumps(matrix, indent=1), encoding="utf-8")
-    return path
-
-
-def _pr(tmp_path: Path, key: Path, out: Path, *change: str, base: str = str(BASE)) -> int:
-    return main(["pr", base, *change, "--backend", "interpreter",
-                 "--matrix", str(_small_matrix(tmp_path)), "--key", str(key),
-                 "--out", str(out), "--base-cache", str(tmp_path / "bases"), "--workers", "1"])
 
 
 def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
