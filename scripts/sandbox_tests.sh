@@ -8,7 +8,8 @@
 #   - no network: a new network namespace (`unshare -n` as root, else `unshare -rn`) when
 #     the kernel allows it, else every proxy variable pointing at an unroutable address;
 #   - PATH: only the test environment's python and the sandbox's tools (stdenv's
-#     coreutils, grep, sed, ..., bash, git, cc), so no nix, shellcheck, unzip or ruff;
+#     coreutils, grep, sed, ..., bash, git, cc, and bwrap, which nix/checks.nix adds:
+#     kernel children run only in bubblewrap's sandbox), so no nix, shellcheck, unzip or ruff;
 #   - no python-flint: nixpkgs' python-flint is not confirmed at the flake's pin, so
 #     nix/envs.nix leaves it out and the tests that need it must skip (docs/nix.md);
 #   - TOPP_GATE_SOURCES: the two pinned trees, as the flake's vllm-sources builds them
@@ -59,7 +60,7 @@ ln -s python "$work/bin/python3"
 for tool in bash sh env cat cp mv rm ln ls mkdir rmdir chmod touch head tail cut tr sort uniq \
   wc sha256sum date basename dirname readlink realpath mktemp tee printf test true false \
   id uname stat find xargs grep sed awk gawk diff cmp tar gzip xz bzip2 make patch file \
-  git cc gcc ld as sleep nproc timeout seq expr od dd du tac nl paste comm join split; do
+  git cc gcc ld as sleep nproc timeout seq expr od dd du tac nl paste comm join split bwrap; do
   if command -v "$tool" >/dev/null 2>&1; then ln -s "$(command -v "$tool")" "$work/bin/$tool"; fi
 done
 
