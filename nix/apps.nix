@@ -26,12 +26,15 @@ let
     runtimeInputs = [ envs.verifier ];
     text = render ./verify.sh { manifests = "${manifests}"; };
   };
+  # bubblewrap (`bwrap`) in both: kernel children run only in its sandbox
+  # (harness/capture/kernels/sandbox.py); without it topp-gate refuses in one line.
   kernelInputs = [
     envs.gpu
     gpuPkgs.stdenv.cc
     gpuPkgs.coreutils
     gpuPkgs.gnugrep
     gpuPkgs.gnused
+    gpuPkgs.bubblewrap
   ];
   # Triton's interpreter on nixpkgs' CPU torch and Triton: no CUDA closure (nix/envs.nix).
   interpreterInputs = [
@@ -40,6 +43,7 @@ let
     pkgs.coreutils
     pkgs.gnugrep
     pkgs.gnused
+    pkgs.bubblewrap
   ];
 in
 if vllmSourcesDir == null then

@@ -24,10 +24,13 @@ let
       # git for the tests that make their own repository
       # (tests/unit/capture/test_pinning.py's `git init`); the source copy has no .git, so
       # the tests that read this project's history skip and say so
-      # (tests/unit/core/test_provenance.py `needs_git_history`, docs/nix.md).
+      # (tests/unit/core/test_provenance.py `needs_git_history`, docs/nix.md). bubblewrap
+      # (`bwrap`): kernel children run only in its sandbox (harness/capture/kernels/
+      # sandbox.py); inside Nix's build sandbox it needs nested user namespaces (docs/nix.md).
       nativeBuildInputs = [
         envs.tests
         pkgs.git
+        pkgs.bubblewrap
       ];
     } ''
       cp -r ${src} source

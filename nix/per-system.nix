@@ -63,11 +63,15 @@ let
       echo "topp-gate: start the dev shell in the checkout: topp-gate runs $TOPP_GATE_ROOT/harness" >&2
     fi
   '';
+  # bubblewrap (`bwrap`) for the tests that run kernel children in its sandbox
+  # (harness/capture/kernels/sandbox.py); nixpkgs builds it for Linux only.
+  isLinux = builtins.match ".*-linux" system != null;
   cpuShell = cpuPkgs.mkShell {
     packages = [
       envs.cpuDev
       cpuPkgs.ruff
-    ];
+    ]
+    ++ (if isLinux then [ cpuPkgs.bubblewrap ] else [ ]);
     shellHook = editableHook;
   };
 
@@ -106,6 +110,7 @@ let
             envs.gpuDev
             gpuPkgs.stdenv.cc
             gpuPkgs.ruff
+            gpuPkgs.bubblewrap
           ];
           shellHook = editableHook + ''
             export CC="${gpuPkgs.stdenv.cc}/bin/cc"

@@ -60,10 +60,14 @@ let
         )
       );
       unfree = attrs.meta.unfree or false;
+      platforms = attrs.meta.platforms or null;
     in
     # pkgs/stdenv/generic/check-meta.nix: an unfree package needs allowUnfree
     if unfree && !evaluatedConfig.allowUnfree then
       throw "Package ‘${name}’ has an unfree license (‘unfreeRedistributable’), refusing to evaluate."
+    # check-meta.nix too: a package whose meta.platforms leaves out the host system
+    else if platforms != null && !builtins.elem system platforms then
+      throw "Package ‘${name}’ is not available on the requested hostPlatform (${system})."
     else
       # mkDerivation lifts passthru attributes onto the result, and keeps meta
       drv
@@ -349,6 +353,16 @@ let
     findutils = fake "findutils-stub" { };
     # pkgs/applications/version-management/git/default.nix
     git = fake "git-stub" { meta.mainProgram = "git"; };
+    # pkgs/by-name/bu/bubblewrap/package.nix: `bwrap`, the sandbox kernel children run in
+    # (harness/capture/kernels/sandbox.py); meta.platforms = platforms.linux there, so
+    # naming it on darwin fails evaluation (the stub's systems: the flake's two Linux ones)
+    bubblewrap = fake "bubblewrap-stub" {
+      meta.mainProgram = "bwrap";
+      meta.platforms = [
+        "aarch64-linux"
+        "x86_64-linux"
+      ];
+    };
     # pkgs/by-name/ru/ruff/package.nix
     ruff = fake "ruff-stub" { meta.mainProgram = "ruff"; };
     # pkgs/by-name/ni/nixfmt/package.nix (the RFC 166 formatter, `nix fmt`)
