@@ -20,6 +20,10 @@ sizes it may inflate to are known from the manifest):
     against the artifacts), the source and patch pins against the manifest, the dispatch
     path (each side's backend is the manifest's, always checked; each case's split-path
     flag is what both sides' evidence proves);
+ 6b. both sides as the verified manifest pins them (version, pin, tree, kernel, patch) and
+    what the receipt records of their isolation; what the caller requires of them
+    (``require``: base and change releases or pins, the change's patch, both sides isolated;
+    :mod:`.verify_sides`), refused before anything is rerun;
  7. the harness code digest against this verifier's own code (reported; fatal if strict);
  8. case by case: the captured inputs and outputs are read (stored sha256), decoded with
     the declared size as a hard cap (raw sha256), checked against what the manifest fixes
@@ -44,7 +48,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +88,7 @@ from .verify_bindings import (
     judgement,
 )
 from .verify_rerun import check_report, rerun
+from .verify_sides import Requirements, change_facts, check_requirements, recorded, side_facts
 
 if TYPE_CHECKING:
     from .judge import RowMemo
@@ -126,10 +131,20 @@ class Verified:
     # a run-time built library (FlashInfer's JIT) bound to its pinned sources: "bound",
     # "unbound (legacy evidence)" or "not applicable" (verify_bindings.check_library_binding)
     library_binding: str = "not applicable"
+    # both sides as the verified manifest pins them (verify_sides.side_facts), the change
+    # the receipt names (change_facts), what its signed environment records unchecked
+    # (verify_sides.recorded: isolation, signing key kind, reused base) and what the caller
+    # required of them and found (Requirements.to_json)
+    sides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    change: dict[str, Any] = field(default_factory=dict)
+    recorded: dict[str, Any] = field(default_factory=dict)
+    required: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The verified facts for scripts (``verify --json``); only recomputed or checked
-        values, never a field the signer merely claimed."""
+        """The verified facts for scripts (``verify --json``): recomputed or checked values;
+        what the signed receipt records that nothing can check (each side's isolation, the
+        signing key's kind, a reused base's bundle) only under ``sides.<side>.isolation``,
+        ``signing`` and ``base_reused_from``, as recorded."""
         return {
             "schema": "topp-gate/verify-result/v1",
             "bundle": str(self.path),
@@ -143,6 +158,7 @@ class Verified:
             "rules": self.rules,
             "report_format": self.report_format,
             "library_binding": self.library_binding,
+            **self.sides_json(),
             "signer_keyid": self.keyid,
             "manifest_sha256": self.manifest_sha256,
             "frozen_manifest_sha256": self.frozen_manifest,
@@ -150,6 +166,21 @@ class Verified:
             "harness": {"algorithm": self.harness_algorithm, "recorded": self.harness_recorded,
                         "this_verifier": self.harness_local, "matches": self.harness_matches,
                         "source": self.harness_source},
+        }
+
+    def sides_json(self) -> dict[str, Any]:
+        """Both sides (``sides``: each as the verified manifest pins it, with its
+        ``isolation`` as the receipt records it), the ``change``, the recorded ``signing``
+        key kind and ``base_reused_from``, and what was ``required`` of them and found."""
+        isolation = self.recorded.get("isolation", {})
+        return {
+            "sides": {side: {**facts, "isolation": isolation.get(side)}
+                      for side, facts in self.sides.items()},
+            "change": dict(self.change),
+            "isolation_recorded": bool(self.recorded.get("isolation_recorded", False)),
+            "signing": self.recorded.get("signing"),
+            "base_reused_from": self.recorded.get("base_reused_from"),
+            "required": dict(self.required),
         }
 
     @property
@@ -206,7 +237,8 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
                   progress: Callable[[int], None] | None = None,
                   require_rules: Collection[str] | None = None,
                   require_library_binding: bool = False,
-                  row_memo: RowMemo | None = None) -> Verified:
+                  row_memo: RowMemo | None = None,
+                  require: Requirements | None = None) -> Verified:
     """Verify the bundle at ``path``; return what was verified or raise VerificationError.
 
     A problem with ``frozen_manifest`` itself (missing, not a regular file, not frozen) is
@@ -216,13 +248,17 @@ def verify_bundle(path: Path, public_key: Ed25519PublicKey, *, strict: bool = Fa
     UsageError. ``require_library_binding``: refuse (exit 4) a bundle with a run-time built
     library that its evidence does not bind to the pinned sources (legacy evidence).
     ``row_memo``: the caller's memo of rows judged in this process (:class:`.judge.RowMemo`).
+    ``require``: what the reviewer requires of the two sides (:class:`.verify_sides.
+    Requirements`: base and change pins or releases, the change's patch, both sides
+    isolated); a bundle that does not meet it is refused (exit 4) before its rows are rerun.
     """
     frozen = read_frozen_hash(Path(frozen_manifest)) if frozen_manifest is not None else None
     required = _required_rules(require_rules)
     with wrap_as(MalformedEvidenceError, failing_closed="verifying"):
         return _verify(Path(path), public_key, strict, frozen,
                        worker_count(workers), fast, progress, required,
-                       require_library=require_library_binding, row_memo=row_memo)
+                       require_library=require_library_binding, row_memo=row_memo,
+                       require=require)
 
 
 def _required_rules(require_rules: Collection[str] | None) -> tuple[str, ...] | None:
@@ -247,7 +283,8 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
             workers: int, fast: bool | None,
             progress: Callable[[int], None] | None,
             required: tuple[str, ...] | None = None, *,
-            require_library: bool = False, row_memo: RowMemo | None = None) -> Verified:
+            require_library: bool = False, row_memo: RowMemo | None = None,
+            require: Requirements | None = None) -> Verified:
     clock = time.perf_counter
     seconds: dict[str, float] = {}
     start = clock()
@@ -276,10 +313,14 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         raise BindingMismatchError("library binding (--require-library-binding)",
                                    "a library bound to its pinned sources", library,
                                    said_by="the reviewer")
-    recorded = predicate["harness"]["sha256"]
+    sides = side_facts(manifest, predicate)  # after check_pins: the receipt agrees
+    environment = recorded(predicate)
+    if require is not None:
+        check_requirements(require, manifest, sides, environment)
+    recorded_digest = predicate["harness"]["sha256"]
     local = provenance.installed_digest(predicate["harness"]["algorithm"])["sha256"]
-    if strict and recorded != local:
-        raise HarnessDriftError("harness code digest", recorded, local)
+    if strict and recorded_digest != local:
+        raise HarnessDriftError("harness code digest", recorded_digest, local)
     seconds["checks"] = clock() - start
     start = clock()
     rows, final = rerun(artifacts, layout, predicate, workers, fast, progress, rules,
@@ -290,9 +331,10 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         path=path, keyid=keyid(public_key), verdict=final, rows=final["rows"],
         cases=len(layout), artifacts=len(artifacts.subjects),
         manifest_sha256=artifacts.digest(MANIFEST), frozen_manifest=frozen,
-        harness_recorded=recorded, harness_local=local,
+        harness_recorded=recorded_digest, harness_local=local,
         harness_algorithm=predicate["harness"]["algorithm"],
         harness_source=predicate["harness"].get("source"), payload_sha256=sha256_hex(payload),
         workers=workers, seconds=seconds, rules=rules, report_format=report_format,
         stop_rows=dict(sorted(Counter(r for row in rows for r in row["stops"]).items())),
-        library_binding=library)
+        library_binding=library, sides=sides, change=change_facts(manifest, predicate),
+        recorded=environment, required=require.to_json() if require is not None else {})
