@@ -8,7 +8,11 @@ One ``testsuite`` per bundle (named by its manifest), one ``testcase`` per judge
 run-level stop (no row, such as ``run_timeout``) is a failing ``testcase`` named ``run``.
 A row the base already fails (regression rule sets) passes or fails by the change's stops;
 its base faults are written in its ``system-out``. Suite properties name the verdict, rule
-set, report format, the statement's sha256 and the manifest's.
+set, report format, the statement's sha256 and the manifest's, and both sides as the verified
+manifest pins them (``stock_version``, ``stock_pin_sha256``, ``stock_tree_sha256``,
+``stock_kernel_sha256``, ``patched_patch_sha256``..., each side's recorded ``_isolation``),
+the change's sha256, what the reviewer required (``required``), and where the receipt records
+them, the reused base's bundle and the signing key's kind.
 
 The layout is the one of the Jenkins xunit plugin's ``junit-10.xsd`` (vendored under
 tests/assets/junit/, which the tests validate against). Every string from the evidence
@@ -23,6 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.names import SIDES
 from ..core.terminal import printable
+from ..core.verify_sides import (
+    describe_isolation,
+    describe_required,
+    describe_reused,
+    describe_signing,
+)
 
 if TYPE_CHECKING:
     from .verified_rows import VerifiedBundle
@@ -38,6 +48,40 @@ def _row_detail(row: dict[str, Any]) -> str:
     sides = "; ".join(f"{side}: {row.get(side, {}).get('status', 'missing')}, kept "
                       f"{row.get(side, {}).get('kept', '-')}" for side in SIDES)
     return f"stops: {', '.join(row.get('stops', []))}; oracle keeps {count}; {sides}"
+
+
+_SIDE_KEYS = ("pin", "pin_sha256", "wheel", "wheel_sha256", "tree_sha256", "kernel_sha256",
+              "patch_sha256")
+
+
+def side_properties(bundle: VerifiedBundle) -> list[tuple[str, str]]:
+    """(name, value) of both sides, the change, and what was recorded and required; only
+    those the bundle has (every value escaped where it is written)."""
+    result = bundle.result
+    environment = result.recorded
+    found: list[tuple[str, str]] = []
+    for side in SIDES:
+        facts = result.sides.get(side)
+        if facts is None:
+            continue
+        found.append((f"{side}_role", str(facts["role"])))
+        found.append((f"{side}_version", f"{facts['package']}=={facts['version']}"))
+        found += [(f"{side}_{key}", str(facts[key])) for key in _SIDE_KEYS
+                  if facts.get(key) is not None]
+        found.append((f"{side}_isolation", describe_isolation(
+            environment.get("isolation", {}).get(side, {}),
+            bool(environment.get("isolation_recorded")))))
+    if result.change:
+        found.append(("change_sha256", str(result.change["sha256"])))
+    reused = describe_reused(environment.get("base_reused_from"))
+    if reused is not None:
+        found.append(("base_reused_from", reused))
+    signing = describe_signing(environment.get("signing"))
+    if signing is not None:
+        found.append(("signing_key", signing))
+    if result.required:
+        found.append(("required", describe_required(result.required)))
+    return found
 
 
 def document(bundle: VerifiedBundle) -> bytes:
@@ -64,7 +108,7 @@ def document(bundle: VerifiedBundle) -> bytes:
                        ("reasons", ", ".join(verdict.get("reasons", [])) or "none"),
                        ("statement_sha256", result.payload_sha256),
                        ("manifest_sha256", result.manifest_sha256),
-                       ("signer_keyid", result.keyid)):
+                       ("signer_keyid", result.keyid), *side_properties(bundle)):
         ET.SubElement(properties, "property", {"name": key, "value": _text(value)})
     for row in rows:
         case = _text(row.get("case"))

@@ -7,14 +7,20 @@ envelope signed with Ed25519 exactly as a receipt is (:func:`harness.capture.sig
 payload type ``application/vnd.in-toto+json``, RFC 8785 canonical payload):
 
 - ``subject``: the bundle, named by its folder and identified by the sha256 of its signed
-  statement (the receipt payload, which names every artifact's digest);
+  statement (the receipt payload, which names every artifact's digest); its ``annotations``
+  name both sides as ``verify --json`` does (``sides``: the base is ``stock``, the change
+  ``patched``, each with its version, pin, tree, kernel and patch digests as the verified
+  manifest pins them and its isolation as the receipt records it; ``change``;
+  ``signing``; ``base_reused_from``);
 - ``verifier.id``: who verified (default ``urn:topp-gate:verify``; a CI gives its own), with
   ``verifier.version`` naming topp-gate's version and trusted-core digest;
 - ``timeVerified``: now, UTC (RFC 3339);
 - ``resourceUri``: ``urn:topp-gate:bundle:sha256:<statement sha256>``;
 - ``policy``: the rule set that judged the rows (``uri`` ``urn:topp-gate:rules:<id>``) and the
   digest of the frozen manifest the bundle was held to (the ``--frozen-manifest`` hash when
-  one was given, else the manifest the receipt binds);
+  one was given, else the manifest the receipt binds); its ``annotations.required`` what
+  the verifier required of the sides and found (``--require-base``, ``--require-change``,
+  ``--require-patch``, ``--require-isolation``), when anything was;
 - ``inputAttestations``: the receipt envelope, named ``receipt.dsse.json`` (it is fetched with
   the bundle, so it has no URI of its own), with its sha256;
 - ``verificationResult``: ``PASSED`` for a verified PASS, ``FAILED`` for a verified STOP;
@@ -62,10 +68,18 @@ def statement(bundle: VerifiedBundle, *, verifier_id: str = DEFAULT_VERIFIER_ID,
     passed = result.verdict["verdict"] == "PASS"
     when = (now or datetime.datetime.now(datetime.UTC)).astimezone(datetime.UTC)
     policy_digest = result.frozen_manifest or result.manifest_sha256
+    sides = result.sides_json()
+    required = sides.pop("required")
+    policy: dict[str, Any] = {"uri": f"urn:topp-gate:rules:{result.rules}",
+                              "name": str(bundle.manifest.data.get("name", "")),
+                              "digest": {"sha256": policy_digest}}
+    if required:
+        policy["annotations"] = {"required": required}
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": Path(result.path).name or str(result.path),
-                     "digest": {"sha256": result.payload_sha256}}],
+                     "digest": {"sha256": result.payload_sha256},
+                     "annotations": sides}],
         "predicateType": VSA_PREDICATE_TYPE,
         "predicate": {
             "verifier": {"id": verifier_id,
@@ -73,9 +87,7 @@ def statement(bundle: VerifiedBundle, *, verifier_id: str = DEFAULT_VERIFIER_ID,
                                      "topp-gate-core": result.harness_local}},
             "timeVerified": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "resourceUri": f"urn:topp-gate:bundle:sha256:{result.payload_sha256}",
-            "policy": {"uri": f"urn:topp-gate:rules:{result.rules}",
-                       "name": str(bundle.manifest.data.get("name", "")),
-                       "digest": {"sha256": policy_digest}},
+            "policy": policy,
             # no ``uri``: the envelope lies in the bundle (its ``name``), at no URI of its own
             "inputAttestations": [{"name": ENVELOPE,
                                    "digest": {"sha256": bundle.envelope_sha256}}],

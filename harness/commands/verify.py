@@ -1,5 +1,7 @@
-"""``topp-gate verify DIR [--pubkey PUB] [--strict] [--frozen-manifest PATH] [--json]
-[--regenerate]``: offline check."""
+"""``topp-gate verify DIR [--pubkey PUB] [--strict] [--frozen-manifest PATH] [--require-rules
+ID] [--require-library-binding] [--require-base SPEC] [--require-change SPEC] [--require-patch
+DIFF] [--require-isolation] [--json] [--junit OUT] [--vsa OUT --vsa-key KEY] [--regenerate]``:
+offline check."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     from ..core.verify import Verified
+    from ..core.verify_sides import Requirements
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -52,6 +55,28 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "(FlashInfer's JIT) its evidence does not bind to the pinned sources "
                         "(evidence older than the binding verifies as 'unbound (legacy "
                         "evidence)' without this flag)")
+    sides = parser.add_argument_group(
+        "what the two sides must be (a pull request's reviewer: the base is the stock side, "
+        "the change the patched side; each checked against the signed manifest before the "
+        "rerun, a mismatch refused with exit 4)")
+    sides.add_argument("--require-base", action="append", metavar="SPEC", dest="require_base",
+                       help="refuse a bundle whose base is not SPEC: a pin file (its bytes' "
+                       "sha256 against the pin sha256 the manifest froze), that sha256 itself "
+                       "(64 hex digits; a version 1 manifest's inline wheel sha256), or "
+                       "NAME==VERSION such as vllm==0.33.0 (the base side's release); "
+                       "repeat to require each (a release and a pin)")
+    sides.add_argument("--require-change", action="append", metavar="SPEC",
+                       dest="require_change",
+                       help="the same for the change (patched) side, when the change is "
+                       "another release or pin")
+    sides.add_argument("--require-patch", metavar="DIFF", dest="require_patch",
+                       help="refuse a bundle whose change is not the diff DIFF: its bytes' "
+                       "sha256 against the patch the manifest froze for the patched side "
+                       "('pr --patch' freezes change.diff; a version 1 manifest's "
+                       "patch_sha256), or that sha256 itself")
+    sides.add_argument("--require-isolation", action="store_true",
+                       help="refuse a bundle whose receipt does not record both sides as run "
+                       "in a sandbox (bundles older than the record say 'not recorded')")
     flags.workers(parser, "the oracle rerun")
     flags.json_output(parser, "print one JSON object on stdout instead of the text lines: the "
                         "verified verdict, rows stopped by reason, the rule set and report "
@@ -108,7 +133,8 @@ def _verify_with_signer_keys(args: argparse.Namespace, progress: RowProgress
                              progress=progress.advance,
                              require_rules=getattr(args, "require_rules", None),
                              require_library_binding=getattr(args, "require_library_binding",
-                                                             False)), public_key
+                                                             False),
+                             require=getattr(args, "requirements", None)), public_key
 
     if args.pubkey is not None:
         return attempt(signer_key(args.pubkey, args.bundle))
@@ -154,6 +180,7 @@ def _run(args: argparse.Namespace) -> int:
         require_gpu_extra("verify --regenerate")
     _require_bundle_folder(args.bundle)
     vsa_key = _ci_outputs_ready(args)  # usage mistakes before minutes of rerun
+    args.requirements = _requirements(args)
     progress = RowProgress("verifying: oracle and gate rerun")
     result, public_key = _verify_with_signer_keys(args, progress)
     progress.finish()
@@ -166,6 +193,24 @@ def _run(args: argparse.Namespace) -> int:
     else:
         _print_text(result, regenerated)
     return EXIT_OK if result.verdict["verdict"] == "PASS" else EXIT_STOP
+
+
+def _requirements(args: argparse.Namespace) -> Requirements | None:
+    """What the reviewer requires of the two sides, the files it names read now (a file
+    that cannot be read is usage, exit 2, before the bundle is); None when nothing is."""
+    from ..core.verify_sides import Requirements, parse_side_spec, patch_requirement
+
+    def specs(name: str) -> list[str]:
+        value = getattr(args, name, None)
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    patch = getattr(args, "require_patch", None)
+    required = Requirements(
+        base=tuple(parse_side_spec(s, "--require-base") for s in specs("require_base")),
+        change=tuple(parse_side_spec(s, "--require-change") for s in specs("require_change")),
+        patch=patch_requirement(patch) if isinstance(patch, str) else None,
+        isolation=bool(getattr(args, "require_isolation", False)))
+    return required if required.any() else None
 
 
 def _ci_outputs_ready(args: argparse.Namespace) -> Any:
@@ -224,6 +269,7 @@ def _regenerate(path: Path, public_key: Any, result: Any) -> int:
 
 def _print_text(result: Any, regenerated: int | None) -> None:
     from ..core.verify import describe_source
+    from ..core.verify_sides import describe_required, side_lines
 
     v = result.verdict
     reasons = ", ".join(v["reasons"]) if v["reasons"] else "none"
@@ -250,6 +296,10 @@ def _print_text(result: Any, regenerated: int | None) -> None:
               + ("" if result.library_binding == "bound" else
                  " (nothing binds the loaded library to the pinned sources; "
                  "--require-library-binding refuses this)"))
+    for line in side_lines(result.sides, result.change, result.recorded):
+        print(line)
+    if result.required:
+        print(f"  required and found: {describe_required(result.required)}")
     if regenerated is not None:
         print(f"  inputs: {regenerated} files rebuilt from the manifest, byte for byte the "
               "captured ones")
