@@ -6,16 +6,42 @@
 # expected. A bundle folder with no line in the table fails, so none is skipped silently.
 # Bundles are verified $VERIFY_JOBS at a time (default: one per CPU), each with one worker;
 # each bundle's output is printed whole and in table order, and every failure is reported
-# and fails the script.
+# and fails the script. The key of each line must be a key file under evidence/keys/ (a
+# relative path there, no `.`, `..` or empty component, no link leading out): an edited table
+# must not choose the key a bundle is verified with. Any other key stops the script, naming
+# the line, before anything is verified.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tool=${1:-topp-gate}
 table=evidence/verdicts.tsv
 jobs=${VERIFY_JOBS:-$(nproc)}
 
+keys=evidence/keys
+keys_real=$(cd "$keys" 2> /dev/null && pwd -P) || keys_real=
+# Is $1 a key file under $keys? (a regular file, not a link, whose folder resolves there)
+key_file_under_keys() {
+  local pub=$1 part folder
+  local -a parts
+  case "$pub" in "$keys"/?*) ;; *) return 1 ;; esac
+  IFS=/ read -r -a parts <<< "$pub"
+  for part in "${parts[@]}"; do
+    case "$part" in '' | . | ..) return 1 ;; esac
+  done
+  case "$pub" in */) return 1 ;; esac
+  [ -n "$keys_real" ] && [ -f "$pub" ] && [ ! -L "$pub" ] || return 1
+  folder=$(cd "$(dirname -- "$pub")" && pwd -P) || return 1
+  case "$folder/" in "$keys_real"/*) return 0 ;; *) return 1 ;; esac
+}
+
 declare -A want key
+number=0
 while IFS=$'\t' read -r path pub verdict; do
+  number=$((number + 1))
   case "$path" in ''|'#'*) continue ;; esac
+  if ! key_file_under_keys "$pub"; then
+    echo "verify_committed: $table line $number ($path) names the key $pub, not a key file under $keys/" >&2
+    exit 1
+  fi
   want[$path]=$verdict
   key[$path]=$pub
 done < "$table"

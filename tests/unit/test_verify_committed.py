@@ -1,5 +1,7 @@
 """scripts/verify_committed.sh verifies bundles concurrently (issue 28): each bundle's output
-is printed whole and in order, and every unexpected exit code fails the script.
+is printed whole and in order, and every unexpected exit code fails the script. It verifies
+only with key files under evidence/keys/: a verdicts.tsv line naming any other key is refused
+before anything is verified.
 
 The script runs on a copy of itself in a scratch repository whose "verifier" is a stub that
 sleeps and exits with what each bundle's folder says: what is under test is the script's
@@ -12,6 +14,8 @@ import shutil
 import stat
 import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STUB = """#!/bin/sh
@@ -36,7 +40,10 @@ def _repo(tmp_path: Path, bundles: list[tuple[str, str, int, float]]) -> Path:
         folder.mkdir(parents=True)
         (folder / "exit").write_text(str(code))
         (folder / "sleep").write_text(str(sleep))
-        lines.append(f"evidence/bundles/{name}\tkeys/{name}.pub\t{verdict}")
+        key = repo / "evidence" / "keys" / f"{name}.pub"
+        key.parent.mkdir(parents=True, exist_ok=True)
+        key.write_text(f"stub key of {name}\n")
+        lines.append(f"evidence/bundles/{name}\tevidence/keys/{name}.pub\t{verdict}")
     (repo / "evidence" / "verdicts.tsv").write_text("# path\tkey\tverdict\n"
                                                      + "\n".join(lines) + "\n")
     stub = tmp_path / "stub-topp-gate"
@@ -61,10 +68,11 @@ def test_outputs_come_whole_and_in_table_order_when_later_bundles_finish_first(t
     said = done.stdout.splitlines()
     names = ["a-slow", "b-fast", "c-fast"]
     for name in names:
-        block = said.index(f"stub verified evidence/bundles/{name} with keys/{name}.pub")
+        block = said.index(f"stub verified evidence/bundles/{name} with "
+                           f"evidence/keys/{name}.pub")
         assert said[block + 1] == f"stub note on stderr for evidence/bundles/{name}"
         assert said[block + 2].startswith(f"evidence/bundles/{name}: verified, verdict")
-    starts = [said.index(f"stub verified evidence/bundles/{n} with keys/{n}.pub")
+    starts = [said.index(f"stub verified evidence/bundles/{n} with evidence/keys/{n}.pub")
               for n in names]
     assert starts == sorted(starts)
     assert said[-1] == "verify_committed: 3 bundles verified"
@@ -100,3 +108,60 @@ def test_a_bundle_folder_missing_from_the_table_fails_before_any_verify(tmp_path
     assert done.returncode == 1
     assert "evidence/bundles/unlisted has no line in evidence/verdicts.tsv" in done.stderr
     assert "stub verified" not in done.stdout
+
+
+def _name_key(repo: Path, bundle: str, key: str) -> int:
+    """Point BUNDLE's line of the verdict table at KEY; returns that line's number."""
+    table = repo / "evidence" / "verdicts.tsv"
+    lines = table.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines, 1)
+                  if line.startswith(f"evidence/bundles/{bundle}\t"))
+    path, _, verdict = lines[number - 1].split("\t")
+    lines[number - 1] = f"{path}\t{key}\t{verdict}"
+    table.write_text("\n".join(lines) + "\n")
+    return number
+
+
+@pytest.mark.parametrize("key", [
+    "/etc/passwd",                               # an absolute path
+    "evidence/keys/../../attacker.pub",          # .. out of evidence/keys
+    "evidence/keys/./a.pub",                     # a . component
+    "evidence/keys//a.pub",                      # an empty component
+    "keys/attacker.pub",                         # another folder of the repository
+    "evidence/attacker.pub",
+    "evidence/keys",                             # the folder, not a key file in it
+    "evidence/keys/missing.pub",                 # no such key file
+    "evidence/keys/link.pub",                    # a link out of evidence/keys
+    "evidence/keys/sub/passwd",                  # through a linked folder
+    "--help",
+])
+def test_a_key_outside_evidence_keys_is_refused_before_any_verify(tmp_path, key):
+    # an edited verdicts.tsv must not choose the key a bundle is verified with
+    repo = _repo(tmp_path, [("a", "PASS", 0, 0), ("b", "STOP", 1, 0)])
+    outside = tmp_path / "attacker.pub"
+    outside.write_text("attacker key\n")
+    (repo / "attacker.pub").write_text("attacker key\n")
+    (repo / "keys").mkdir()
+    (repo / "keys" / "attacker.pub").write_text("attacker key\n")
+    (repo / "evidence" / "attacker.pub").write_text("attacker key\n")
+    (repo / "evidence" / "keys" / "link.pub").symlink_to(outside)
+    (repo / "evidence" / "keys" / "sub").symlink_to(tmp_path)
+    (tmp_path / "passwd").write_text("attacker key\n")
+    number = _name_key(repo, "b", key)
+    done = _run(repo, jobs=2)
+    assert done.returncode != 0
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("verify_committed:")]
+    assert refusal == [f"verify_committed: evidence/verdicts.tsv line {number} "
+                       f"(evidence/bundles/b) names the key {key}, not a key file under "
+                       "evidence/keys/"], done.stderr
+    assert "stub verified" not in done.stdout
+
+
+def test_keys_in_a_folder_under_evidence_keys_are_accepted(tmp_path):
+    repo = _repo(tmp_path, [("a", "PASS", 0, 0)])
+    (repo / "evidence" / "keys" / "old").mkdir()
+    (repo / "evidence" / "keys" / "old" / "a.pub").write_text("stub key\n")
+    _name_key(repo, "a", "evidence/keys/old/a.pub")
+    done = _run(repo, jobs=1)
+    assert done.returncode == 0, done.stderr
+    assert "stub verified evidence/bundles/a with evidence/keys/old/a.pub" in done.stdout
