@@ -8,7 +8,8 @@ process can see. :func:`command` wraps the child's argv in ``bwrap`` with
   user namespace required, not tried), every capability dropped, a new session (no
   ``TIOCSTI`` into the parent's terminal), and ``--die-with-parent``;
 * a root that is an empty tmpfs holding only: the system's read-only folders (:data:`SYSTEM`:
-  ``/usr``, the ``lib`` and ``bin`` folders, ``/opt``, ``/sys``), the few ``/etc`` files the
+  ``/usr``, the ``lib`` and ``bin`` folders, ``/opt``, ``/sys``, and a Nix host's
+  ``/nix/store``, which every user may read anyway), the few ``/etc`` files the
   dynamic loader and Python need (:data:`ETC_FILES`), the Python installation and its
   package folders (:func:`python_roots`), the ``harness`` package, the side's private
   pinned tree, the captured inputs, all read-only; one empty writable output folder (and, for
@@ -52,7 +53,8 @@ from typing import Any
 
 BWRAP = "bwrap"
 NAMESPACES = ("user", "mount", "pid", "ipc", "net", "uts", "cgroup")
-SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sys")
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt", "/sys",
+          "/nix/store")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
              "/etc/passwd", "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
 GPU_DRIVER_DIRS = ("/run/opengl-driver",)
@@ -60,7 +62,7 @@ GPU_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvidia-caps")
 # what of the parent's environment a child may see (values as the parent has them); the
 # runner then sets the backend's and Python's own variables
 ENV_ALLOWLIST = ("LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH",
-                 "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")
+                 "LD_LIBRARY_PATH", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CC", "CXX")
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SANDBOX_TMP = "/tmp"  # noqa: S108 (the sandbox's own empty tmpfs, no one else's)
 SANDBOX_HOME = f"{SANDBOX_TMP}/home"
@@ -223,8 +225,14 @@ def command(argv: Sequence[str], mounts: Mounts, *, env: Mapping[str, str], back
 
 
 def allowed_env(parent: Mapping[str, str]) -> dict[str, str]:
-    """The parent's variables a child may see (:data:`ENV_ALLOWLIST`), plus a fixed
-    ``PATH``, ``HOME`` and ``TMPDIR`` inside the sandbox."""
+    """The parent's variables a child may see (:data:`ENV_ALLOWLIST`), ``HOME`` and
+    ``TMPDIR`` inside the sandbox, and a ``PATH`` of the parent's entries that the sandbox
+    shows (a Nix wrapper's tools in the store, a virtual environment's ``bin``: Triton's
+    C compiler, FlashInfer's ninja) followed by the system's."""
     env = {name: parent[name] for name in ENV_ALLOWLIST if name in parent}
-    env.update(PATH=SANDBOX_PATH, HOME=SANDBOX_HOME, TMPDIR=SANDBOX_TMP)
+    roots = exposed_roots()
+    shown = [e for e in parent.get("PATH", "").split(os.pathsep)
+             if e and os.path.isabs(e) and any(Path(e).is_relative_to(r) for r in roots)]
+    path = list(dict.fromkeys([*shown, *SANDBOX_PATH.split(os.pathsep)]))
+    env.update(PATH=os.pathsep.join(path), HOME=SANDBOX_HOME, TMPDIR=SANDBOX_TMP)
     return env
