@@ -116,6 +116,10 @@ def check_key_file(path: Path) -> None:
     if not stat.S_ISREG(info.st_mode):
         raise UsageError(f"key file {printable(path)} is not a regular file")
     if info.st_mode & 0o077:
+        # refused here, before any child exists: reading it now only names a public key
+        # given by mistake (the usual cause of such a mode) instead of advising chmod
+        _refuse_public_key(Path(path), read_regular_file(Path(path), "key file",
+                                                         MAX_KEY_FILE_BYTES))
         raise UsageError(f"key file {printable(path)} is accessible by group or others (mode "
                          f"{stat.S_IMODE(info.st_mode):04o}); run: chmod 600 "
                          f"{printable(path)}")
