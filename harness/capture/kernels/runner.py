@@ -346,8 +346,12 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
             tmp.mkdir()
             env = _child_env(backend, fault, copy.pycache, tmp)
             cwd = str(tmp)
-        returncode, tail = _wait_child(argv, env, cwd, Path(scratch) / "stderr.txt",
-                                       timeout_s)
+        try:
+            returncode, tail = _wait_child(argv, env, cwd, Path(scratch) / "stderr.txt",
+                                           timeout_s)
+        except BaseException:  # SIGTERM, ^C: the child is gone, and so is its folder
+            shutil.rmtree(drop, ignore_errors=True)
+            raise
     problem = collect(drop, out_dir, cases_json)
     evidence = _read_evidence(out_dir / EVIDENCE)
 
@@ -361,6 +365,8 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
     if returncode != 0:
         how = (f"killed by signal {-returncode}" if returncode < 0
                else f"exit status {returncode}")
+        if isolation.isolated and 128 < returncode < 192:  # bwrap says 128 + the signal
+            how += f" (signal {returncode - 128} inside the sandbox)"
         last = next((line for line in reversed(tail.splitlines()) if line.strip()), "")
         return result("kernel_crash", f"child {how}: {last}".strip())
     problem = problem or _check_outputs(side, cases_json, out_dir, evidence)

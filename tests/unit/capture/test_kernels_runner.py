@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.capture import sources
-from harness.capture.kernels.runner import run_side
+from harness.capture.kernels.runner import child_output_dir, run_side
 from harness.core.errors import KernelRunError
 
 
@@ -81,7 +81,8 @@ def test_an_aborting_child_is_a_kernel_crash(stock_tree, tmp_path):
     result = run_side(side, tree, "interpreter", 2, _cases(tmp_path), tmp_path / "out",
                       timeout_s=300, fault="abort")
     assert result.status == "kernel_crash"
-    assert result.returncode is not None and result.returncode < 0  # killed by SIGABRT
+    # killed by SIGABRT: bwrap reports 128 + 6 and the reason says which signal
+    assert result.returncode == 134 and "signal 6 inside the sandbox" in result.reason
     assert result.injected_fault == "abort"
     assert result.evidence["test_fault"] == "abort"
     assert not list((tmp_path / "out").glob("*.out.f32"))
@@ -111,6 +112,16 @@ def _children(pid: int) -> list[int]:
                 continue
             if int(fields[1]) == pid:
                 found.append(int(entry.name))
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the sandbox's processes sit under bwrap's)."""
+    found, todo = [], [pid]
+    while todo:
+        for child in _children(todo.pop()):
+            found.append(child)
+            todo.append(child)
     return found
 
 
@@ -158,19 +169,22 @@ def test_killing_the_parent_kills_the_kernel_child(stock_tree, tmp_path, how):
                             env={**__import__("os").environ, "PYTHONPATH": str(root)})
     try:
         assert _wait_for(lambda: bool(_children(proc.pid)), 60), "no kernel child started"
-        child = _children(proc.pid)[0]
-        evidence = tmp_path / "work" / "out" / "evidence.json"
+        # the child writes into its own folder; the parent collects it when the child ends
+        evidence = child_output_dir(tmp_path / "work" / "out") / "evidence.json"
         assert _wait_for(lambda: evidence.exists()
                          and "test_fault" in evidence.read_text(), 120)
+        below = _descendants(proc.pid)  # bwrap, the sandbox's init, the kernel child
+        assert len(below) >= 2
         proc.send_signal(getattr(signal, how))
         code = proc.wait(timeout=60)
-        assert _wait_for(lambda: not _alive(child), 30), f"kernel child {child} survived {how}"
+        for child in below:
+            assert _wait_for(lambda c=child: not _alive(c), 30), f"{child} survived {how}"
     finally:
         if proc.poll() is None:
             proc.kill()
     if how == "SIGTERM":  # unwound: scratch beside the output removed, exit 128 + 15
         assert code == 143
-        assert not list((tmp_path / "work").glob(".out.child-*"))
+        assert not list((tmp_path / "work").glob(".out.*"))  # request scratch, child folder
 
 
 def test_a_retry_removes_scratch_of_a_dead_run_only(tmp_path):
