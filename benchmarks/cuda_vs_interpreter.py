@@ -8,7 +8,7 @@ The bundle is opened with ``harness.core.verify.open_bundle`` (signature, schema
 artifact read here is digest-checked). The cases in PLAN (declared below, before any run)
 are rebuilt from the bundle's captured raw input bytes: whole cases byte for byte, or a
 sub-case made of chosen rows of a case, each row's logits and p kept exactly. Both pinned
-sides then run in the interpreter through ``harness.capture.kernels.runner.run_side`` (same child,
+sides then run in the interpreter through ``harness.kernels.runner.run_side`` (same child,
 same split-path proof as the gate), and every row is compared with the CUDA output the
 bundle holds for that row: byte-identical output, equal kept sets, kept counts, and the
 binary64 oracle count from the bundle's ``results/rows.json``.
@@ -241,8 +241,8 @@ def cuda_split(evidence: dict[str, Any], case_id: str) -> dict[str, Any]:
 
 def run_interpreter(cases: Sequence[Built], work: Path, cache: Path | None) -> dict[str, Any]:
     """Both sides, per num_sm group; the two sides of a group run in parallel."""
-    from harness.capture.kernels.runner import run_side
-    from harness.capture.sources import cache_root, load_pins, resolve_tree
+    from harness.kernels.runner import run_side
+    from harness.pins.sources import cache_root, load_pins, resolve_tree
 
     pins = load_pins()
     root = cache_root(cache)
@@ -413,7 +413,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     plan = SIZING if args.sizing else PLAN
     built = build_cases(view, layout, plan)
 
-    from harness.capture.sources import load_pins
+    from harness.pins.sources import load_pins
 
     pins = load_pins()
     for side in SIDES:

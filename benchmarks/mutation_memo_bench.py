@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Check one multi-bundle mutation run twice in one process: every row judged afresh, then
-with a fresh row memo (harness/capture/row_memo.py), and print the ratio of the times.
+with a fresh row memo (harness/mutation/row_memo.py), and print the ratio of the times.
 
     PYTHONPATH=. python3 benchmarks/mutation_memo_bench.py [RUN] [--pubkey PUB] [--workers N]
 
 RUN is a ``topp-gate mutate`` folder or a ``.tar.xz`` of one (default: the committed
 H200 pr-cuda-v4 part 2 archive, seven bundles of one run, key 5). Both passes run the same
-check (:func:`harness.capture.mutation_check.check_summary`) on the same extracted folder,
+check (:func:`harness.mutation.mutation_check.check_summary`) on the same extracted folder,
 the uncached pass first (a disk cache it warms may favour the cached pass by the time it
 takes to read the files, well under a second); the two summaries must be equal.
 ``--workers``: oracle-rerun processes per bundle (default 1: the ratio is then not blurred
@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT))
-    from harness.capture.mutate import mutation_folder
-    from harness.capture.mutation_check import check_summary
-    from harness.capture.row_memo import RowMemo
     from harness.core.keys import load_public_key
+    from harness.mutation.mutate import mutation_folder
+    from harness.mutation.mutation_check import check_summary
+    from harness.mutation.row_memo import RowMemo
 
     key = load_public_key(args.pubkey)
     print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs usable, "

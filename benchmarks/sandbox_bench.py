@@ -30,8 +30,8 @@ BASE = ROOT / "evidence" / "pins" / "vllm-0.33.0.json"
 
 
 def _diff(work: Path) -> Path:
-    from harness.capture.pinfile import load_pin_file
-    from harness.capture.sources import cache_root, kernel_diff, resolve_tree
+    from harness.pins.pinfile import load_pin_file
+    from harness.pins.sources import cache_root, kernel_diff, resolve_tree
 
     side = load_pin_file(BASE).side("stock")
     kernel = (resolve_tree(side, cache=cache_root()) / side.kernel_path).read_bytes()
@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="interpreter", choices=("interpreter", "cuda"))
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from harness.capture.kernels import sandbox
     from harness.capture.signing import write_keypair
+    from harness.kernels import sandbox
 
     print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs usable, "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -27,7 +27,7 @@ let
     text = render ./verify.sh { manifests = "${manifests}"; };
   };
   # bubblewrap (`bwrap`) in both: kernel children run only in its sandbox
-  # (harness/capture/kernels/sandbox.py); without it topp-gate refuses in one line.
+  # (harness/kernels/sandbox.py); without it topp-gate refuses in one line.
   kernelInputs = [
     envs.gpu
     gpuPkgs.stdenv.cc

@@ -22,10 +22,10 @@ let
     name: pytestArgs:
     pkgs.runCommand name {
       # git for the tests that make their own repository
-      # (tests/unit/capture/test_pinning.py's `git init`); the source copy has no .git, so
+      # (tests/unit/pins/test_pinning.py's `git init`); the source copy has no .git, so
       # the tests that read this project's history skip and say so
       # (tests/unit/core/test_provenance.py `needs_git_history`, docs/nix.md). bubblewrap
-      # (`bwrap`): kernel children run only in its sandbox (harness/capture/kernels/
+      # (`bwrap`): kernel children run only in its sandbox (harness/kernels/
       # sandbox.py); inside Nix's build sandbox it needs nested user namespaces (docs/nix.md).
       nativeBuildInputs = [
         envs.tests

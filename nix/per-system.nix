@@ -64,7 +64,7 @@ let
     fi
   '';
   # bubblewrap (`bwrap`) for the tests that run kernel children in its sandbox
-  # (harness/capture/kernels/sandbox.py); nixpkgs builds it for Linux only.
+  # (harness/kernels/sandbox.py); nixpkgs builds it for Linux only.
   isLinux = builtins.match ".*-linux" system != null;
   cpuShell = cpuPkgs.mkShell {
     packages = [

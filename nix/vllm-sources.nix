@@ -2,7 +2,7 @@
 # sha256 from harness/data/pins.json, unpacked to exactly the pure-Python files that the
 # pin file lists for that side (the kernel's import closure and the .dist-info METADATA),
 # each checked against its pinned sha256. The pin file is the one source of truth, shared
-# with harness/capture/sources.py: the output is the tree that `--sources DIR` expects at
+# with harness/pins/sources.py: the output is the tree that `--sources DIR` expects at
 # DIR/<tree_sha256>.
 { pkgs, pins }:
 side:

@@ -17,7 +17,7 @@ kernel=$(find "$work/trees" -path '*/vllm/v1/sample/ops/topk_topp_triton.py' | h
 python3 - "$kernel" "$work" <<'PY'
 import sys
 from pathlib import Path
-from harness.capture.sources import kernel_diff
+from harness.pins.sources import kernel_diff
 kernel, work = Path(sys.argv[1]), Path(sys.argv[2])
 src = kernel.read_bytes()
 path = "vllm/v1/sample/ops/topk_topp_triton.py"

@@ -33,11 +33,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.capture import sources  # noqa: E402
-from harness.capture.kernels.runner import run_side  # noqa: E402
 from harness.core.digest import sha256_file  # noqa: E402
 from harness.core.errors import HarnessError  # noqa: E402
 from harness.core.names import FORCED, ORDINARY  # noqa: E402
+from harness.kernels.runner import run_side  # noqa: E402
+from harness.pins import sources  # noqa: E402
 
 CLOSURE_PACKAGES = {"packaging": "packaging", "psutil": "psutil", "zmq": "pyzmq",
                     "regex": "regex", "urllib3": "urllib3", "numpy": "numpy"}

@@ -74,7 +74,7 @@ def _report(name: str, path: Path, key_path: Path) -> bool:
 
 
 def _mutation(folder: Path) -> bool:
-    from harness.capture.mutate import mutation_folder
+    from harness.mutation.mutate import mutation_folder
 
     bad = False
     with mutation_folder(folder) as opened:

@@ -14,11 +14,11 @@ folder with the key that signed it).
 
 Each DIR is a ``topp-gate mutate`` folder, or a ``.tar.xz`` of one (how the folders of
 December 3 are committed: their bundles repeat the same captured inputs, which xz stores once;
-:func:`harness.capture.mutate.mutation_folder` refuses links, special files, names outside
+:func:`harness.mutation.mutate.mutation_folder` refuses links, special files, names outside
 the folder and oversized archives before extracting to a temporary folder); its signed
 summary and every bundle it names are verified first
 and every claim of the summary is recomputed from them
-(:func:`harness.capture.mutation_check.check_summary`: kills, kill rates, survivors, vLLM's
+(:func:`harness.mutation.mutation_check.check_summary`: kills, kill rates, survivors, vLLM's
 criterion, matrix, rules, backend, catalogue, each bundle named once, the frozen PR manifest
 taken from this repository only), and the table is rendered from the evidence model of the
 run (:func:`harness.present.build.mutation_run`, which the site's pages use too), so it
@@ -47,9 +47,9 @@ END = sections.MUTATION.end
 
 
 def section(folders: list[Path], pubkeys: list[Path]) -> str:
-    from harness.capture.mutate import mutation_folder
     from harness.core.keys import load_public_key
     from harness.core.terminal import markdown_cell, markdown_code, printable
+    from harness.mutation.mutate import mutation_folder
     from harness.present.build import mutation_run
 
     if len(pubkeys) not in (1, len(folders)):

@@ -3,7 +3,7 @@
 
 For each side it fetches (or reuses) the pinned wheel, checks its sha256, and computes the
 kernel module's import closure by static analysis (``ast``) of the wheel's Python files
-(``harness.capture.closure``, shared with ``topp-gate sources pin``):
+(``harness.pins.closure``, shared with ``topp-gate sources pin``):
 
 * roots: the kernel module; ``vllm.platforms.cuda`` and ``vllm.platforms.cpu`` (vLLM picks
   its platform class from a qualified-name string, which static analysis cannot follow);
@@ -22,7 +22,7 @@ the closure are listed per side as ``placeholders``: the kernel child installs a
 module for exactly those names, and records that it did.
 
 It also prints the third-party packages the closure imports at module level, and records
-``patch_sha256``: sha256 of ``harness.capture.sources.kernel_diff(stock kernel, patched kernel)``.
+``patch_sha256``: sha256 of ``harness.pins.sources.kernel_diff(stock kernel, patched kernel)``.
 
 Usage: python scripts/pin_sources.py [--cache DIR] [--check]
   --check: exit 1 if the committed pins.json differs from what would be written.
@@ -39,10 +39,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from harness.capture import sources  # noqa: E402
-from harness.capture.closure import closure as kernel_closure  # noqa: E402
 from harness.core.digest import sha256_hex  # noqa: E402
 from harness.core.names import SIDES  # noqa: E402
+from harness.pins import sources  # noqa: E402
+from harness.pins.closure import closure as kernel_closure  # noqa: E402
 
 PINS = REPO / "harness" / "data" / "pins.json"
 

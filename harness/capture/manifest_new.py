@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import families
 from ..core.digest import sha256_hex, sha256sum_line
 from ..core.errors import HarnessError, UsageError
 from ..core.f32 import to_float32
@@ -47,9 +48,8 @@ from ..core.rulesets import RULE_SETS
 from ..core.safeio import read_regular_file
 from ..core.support_rules import SUPPORT_V1
 from ..core.terminal import printable
-from . import families
-from .pinfile import MAX_PIN_FILE_BYTES, PinFile, load_pin_file
-from .sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
+from ..pins.pinfile import MAX_PIN_FILE_BYTES, PinFile, load_pin_file
+from ..pins.sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
 
 MATRIX_SCHEMA = "topp-gate/matrix/v1"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")

@@ -19,7 +19,7 @@ from typing import Any
 
 import harness
 
-from . import safegit
+from ..pins import safegit
 
 COMMIT_ENV = "TOPP_GATE_SOURCE_COMMIT"
 CLEAN_ENV = "TOPP_GATE_SOURCE_CLEAN"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
+from .. import __version__, families
 from ..core.cases_index import check_against_manifest, parse_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
@@ -46,10 +46,8 @@ from ..core.report import DEFAULT_REPORT
 from ..core.rulesets import rule_set
 from ..core.support_rules import case_draws
 from ..core.terminal import printable
-from . import families
-from .bundle_writer import BundleContent, WrittenBundle, write_bundle
-from .cases import write_cases
-from .kernels.runner import (
+from ..kernels.private_tree import PrivateTree, private_tree
+from ..kernels.runner import (
     BACKENDS,
     DEFAULT_NUM_SM,
     SideResult,
@@ -57,12 +55,9 @@ from .kernels.runner import (
     require_sandbox,
     run_side,
 )
-from .kernels.sandbox import Isolation, exposes
-from .kernels.sandbox import unsandboxed as unsandboxed_isolation
-from .private_tree import PrivateTree, private_tree
-from .provenance import source_revision
-from .signing import check_key_file, load_private_key
-from .sources import (
+from ..kernels.sandbox import Isolation, exposes
+from ..kernels.sandbox import unsandboxed as unsandboxed_isolation
+from ..pins.sources import (
     Pins,
     Side,
     cache_root,
@@ -73,6 +68,10 @@ from .sources import (
     user_candidate,
     verified_wheel,
 )
+from .bundle_writer import BundleContent, WrittenBundle, write_bundle
+from .cases import write_cases
+from .provenance import source_revision
+from .signing import check_key_file, load_private_key
 
 Progress = Callable[[str], None]
 
@@ -160,7 +159,7 @@ def prepare_sides(manifest: Manifest, options: RunOptions,
 def _prepare_by_pin_file(manifest: Manifest, options: RunOptions,
                          progress: Progress | None) -> dict[str, tuple[Side, Path]]:
     """Versions 2 and 3: each side from its pin file (``pinned_sides``)."""
-    from .pinned_sides import prepare_pinned_sides
+    from ..pins.pinned_sides import prepare_pinned_sides
 
     return prepare_pinned_sides(manifest, cache=cache_root(options.cache),
                                 sources=options.sources, patch=options.patch,

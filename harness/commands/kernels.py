@@ -68,14 +68,14 @@ def run(args: argparse.Namespace) -> int:
     from . import require_gpu_extra
 
     require_gpu_extra("kernels")
-    from ..capture.kernels.runner import run_side
-    from ..capture.kernels.sandbox import unsandboxed
-    from ..capture.sources import cache_root, load_pins, resolve_tree
     from ..core.cases_index import render_cases_index
     from ..core.f32 import rows
     from ..core.limits import MAX_BATCH
     from ..core.manifest import CaseLayout, RowLayout
     from ..core.names import ORDINARY, SIDES, SPLIT
+    from ..kernels.runner import run_side
+    from ..kernels.sandbox import unsandboxed
+    from ..pins.sources import cache_root, load_pins, resolve_tree
 
     if args.out.exists():
         raise UsageError(f"{args.out} already exists; refusing to overwrite")

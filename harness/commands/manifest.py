@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..capture import families
+from .. import families
 from ..core.errors import EXIT_OK, UsageError
 from ..core.names import SIDES
 from ..core.terminal import printable

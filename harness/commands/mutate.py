@@ -59,8 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..capture.mutate import CATALOGUE_ID, Options, catalogue, run_mutation
     from ..core.errors import UsageError
+    from ..mutation.mutate import CATALOGUE_ID, Options, catalogue, run_mutation
 
     catalogue_id = CATALOGUE_ID if args.catalogue is None else args.catalogue
     entries = catalogue(None, catalogue_id)  # an unknown id: exit 2, one line

@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
     require_gpu_extra("pr")
     signal.signal(signal.SIGTERM, _terminated)
-    from ..capture.pr import PrOptions, default_out, gate_pr
+    from ..pr.flow import PrOptions, default_out, gate_pr
 
     if args.ephemeral_key and args.key is not None:
         raise UsageError("--ephemeral-key makes its own key; give --key or --ephemeral-key, "

@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run_pin(args: argparse.Namespace) -> int:
-    from ..capture.pinning import pin
+    from ..pins.pinning import pin
 
     result = pin(args.spec, args.out, cache=args.cache, family=args.family)
     what = "vLLM" if result.family == "vllm-triton" else result.family
@@ -77,8 +77,8 @@ def run_pin(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..capture import sources
     from ..core.errors import EvidenceDriftError, HarnessError
+    from ..pins import sources
 
     pins = sources.load_pins()
     cache = sources.cache_root(args.cache)
@@ -148,8 +148,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _export_pins(pin_paths: list[Path], cache: Path, dest: Path) -> int:
     """Copy each pin file's verified tree to ``dest/<tree digest>`` (``--sources DIR``)."""
-    from ..capture import sources
-    from ..capture.pinfile import WHEEL, load_pin_file
+    from ..pins import sources
+    from ..pins.pinfile import WHEEL, load_pin_file
 
     for path in pin_paths:
         side = load_pin_file(path).side("stock")

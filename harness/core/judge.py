@@ -179,7 +179,7 @@ def judge_task(task: _Task) -> dict[str, Any]:
 class RowMemo(Protocol):
     """A caller's memo of judged rows, held in the caller's process: ``get`` gives what
     :func:`judge_task` returned for an identical task (every field, bytes included) or None;
-    ``put`` records a result this process just computed (``harness.capture.row_memo``)."""
+    ``put`` records a result this process just computed (``harness.mutation.row_memo``)."""
 
     def get(self, task: _Task) -> dict[str, Any] | None: ...
 

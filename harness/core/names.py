@@ -24,7 +24,7 @@ ROW_KINDS = (FORCED, ORDINARY)
 
 # The dispatch path a side must take (version 2 manifests name one per side; version 1
 # always means split; version 3 may also name one per side per traffic case). These are the
-# paths of the vllm-triton kernel family (``harness.capture.families.vllm_triton`` proves
+# paths of the vllm-triton kernel family (``harness.families.vllm_triton`` proves
 # each): the CUDA split top-p pipeline alone (``_apply_topp_split``, p only, batch <= 64);
 # the one monolithic ``_topk_topp_kernel`` launch without top-k (p only: batch > 64, or
 # releases before 0.30.0); the monolithic kernel with a top-k pointer and no split
@@ -51,7 +51,7 @@ def proven_cases(evidence: Any, dispatch: str = SPLIT) -> dict[str, bool]:
     as ``split``) for that case: its record holds ``{dispatch: {"proven": true}}``.
 
     Anything malformed (no evidence, no case list, a record that is not an object) proves
-    nothing. The kernel child writes the proof (:mod:`harness.capture.kernels.child`); the
+    nothing. The kernel child writes the proof (:mod:`harness.kernels.child`); the
     runner and the verifier read it here.
     """
     if not isinstance(evidence, dict) or not isinstance(evidence.get("cases"), list):

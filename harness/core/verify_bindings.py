@@ -263,7 +263,7 @@ _RUNTIME_BUILT_FAMILIES = ("flashinfer",)  # evidence ``family`` values built at
 
 
 def jit_sources_sha256(tree_sha256: str, build_ninja_sha256: str) -> str:
-    """``sources_sha256`` of a JIT build (``harness.capture.families.flashinfer``'s module
+    """``sources_sha256`` of a JIT build (``harness.families.flashinfer``'s module
     docstring): the sha256 of the sorted, compact JSON of the algorithm id, the build file's
     sha256 and the pinned tree digest."""
     text = json.dumps({"algorithm": JIT_SOURCES_ALGORITHM,

@@ -124,7 +124,7 @@ def _bundle(path: Path, shown: str, group: str, recorded: Path | None, keys: lis
 def _archive(task: Task, keys: list[Any]) -> list[Result]:
     """A committed ``.tar.xz`` of ``topp-gate pr`` runs: every bundle inside, verified
     against the frozen ``pr.json`` beside it when there is one."""
-    from ..capture.mutate import mutation_folder
+    from ..mutation.mutate import mutation_folder
 
     try:
         with mutation_folder(task.path) as folder:
@@ -146,9 +146,9 @@ def _archive(task: Task, keys: list[Any]) -> list[Result]:
 
 def _mutation(task: Task, keys: list[Any], say: Callable[[str], None]
               ) -> MutationRun | RefusedRun:
-    from ..capture.mutate import mutation_folder
     from ..core.errors import SignatureError
     from ..core.keys import project_public_keys
+    from ..mutation.mutate import mutation_folder
 
     candidates = [*keys, *project_public_keys().values()]
     last: HarnessError | None = None
@@ -177,15 +177,15 @@ def _mutation(task: Task, keys: list[Any], say: Callable[[str], None]
 def mutation_run(folder: Path, key: Any, shown: str, root: Path,
                  say: Callable[[str], None], workers: int | None = 1) -> MutationRun:
     """The model of a mutation run (``folder``: extracted), after
-    :func:`harness.capture.mutation_check.check_summary` re-verified it with ``key`` (every
+    :func:`harness.mutation.mutation_check.check_summary` re-verified it with ``key`` (every
     bundle, every claim of the signed summary; the frozen PR manifest from ``root`` only).
     A run that does not verify raises the core's HarnessError."""
-    from ..capture.mutant_catalogue import CATALOGUES
-    from ..capture.mutant_outputs import changed_rows
-    from ..capture.mutation_check import check_summary, summary_path
     from ..core.keys import keyid
     from ..core.safeio import read_regular_file
     from ..core.verify import open_bundle
+    from ..mutation.mutant_catalogue import CATALOGUES
+    from ..mutation.mutant_outputs import changed_rows
+    from ..mutation.mutation_check import check_summary, summary_path
 
     s = check_summary(folder, key, roots=(root,), workers=workers, progress=say)
     base = open_bundle(summary_path(folder, s["base"]["bundle"]), key)

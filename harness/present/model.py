@@ -2,7 +2,7 @@
 
 Built only from bundles :mod:`harness.present.verified` has just verified (a bundle that
 does not verify is a :class:`RefusedBundle` with the core's reason, never its claims) and
-from mutation runs :func:`harness.capture.mutation_check.check_summary` has just re-verified.
+from mutation runs :func:`harness.mutation.mutation_check.check_summary` has just re-verified.
 Plain, picklable values: the site builds each bundle's model in a worker process.
 
 Evidence strings are kept as they are here; every view escapes them for its own medium.

@@ -88,7 +88,7 @@ def _oracle_kept(row: list[float], p32: float) -> list[int]:
 def probe_manifest(*, vocab: int = 48, max_vocab: int = 4096, batch: int = 3,
                    max_bundle_bytes: int = 4_000_000) -> dict[str, Any]:
     """A small manifest (pins from the package) for probe bundles and limit checks."""
-    from ..capture.sources import load_pins
+    from ..pins.sources import load_pins
 
     pins = load_pins()
     sides = {name: {"version": s.version, "wheel": s.wheel, "wheel_sha256": s.wheel_sha256,
@@ -114,7 +114,7 @@ def probe_manifest(*, vocab: int = 48, max_vocab: int = 4096, batch: int = 3,
 def _recorded_sources() -> dict[str, dict[str, Any]]:
     """``hashes.sources`` exactly as ``harness.capture.run`` records it: each side's pins as the
     sources module describes them (tree digest included)."""
-    from ..capture.sources import load_pins
+    from ..pins.sources import load_pins
 
     return {name: side.describe()
             for name, side in load_pins().sides.items()}
@@ -355,10 +355,10 @@ def _p_child_timeout(ctx: ProbeContext) -> str:
     """The real runner with a 0 s limit: any child is past it, so it must be killed and
     recorded as ``timeout``; the gate then stops on every row of that side."""
     try:
-        from ..capture.kernels.runner import run_side
-        from ..capture.sources import load_pins
+        from ..kernels.runner import run_side
+        from ..pins.sources import load_pins
     except ImportError as err:  # pragma: no cover - the runner ships with the package
-        raise ProbeSkipped(f"needs harness.capture.kernels.runner ({err})") from err
+        raise ProbeSkipped(f"needs harness.kernels.runner ({err})") from err
     cases = ctx.work / "timeout-cases.json"
     cases.write_text('{"schema": "topp-gate/cases/v1", "cases": []}\n', encoding="utf-8")
     tree = ctx.work / "timeout-tree"
@@ -414,8 +414,8 @@ def _p_source_file_changed(ctx: ProbeContext) -> str:
     """A pinned source file whose bytes changed: the real tree check refuses it. Uses the
     stock tree from ``--sources`` or the cache when present, else a one-file tree pinned
     the same way."""
-    from ..capture.sources import cache_root, load_pins, verify_tree
     from ..core.digest import sha256_hex as sha256_bytes
+    from ..pins.sources import cache_root, load_pins, verify_tree
 
     stock = load_pins().side("stock")
     cached = (ctx.sources / stock.digest if ctx.sources is not None

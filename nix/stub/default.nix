@@ -354,7 +354,7 @@ let
     # pkgs/applications/version-management/git/default.nix
     git = fake "git-stub" { meta.mainProgram = "git"; };
     # pkgs/by-name/bu/bubblewrap/package.nix: `bwrap`, the sandbox kernel children run in
-    # (harness/capture/kernels/sandbox.py); meta.platforms = platforms.linux there, so
+    # (harness/kernels/sandbox.py); meta.platforms = platforms.linux there, so
     # naming it on darwin fails evaluation (the stub's systems: the flake's two Linux ones)
     bubblewrap = fake "bubblewrap-stub" {
       meta.mainProgram = "bwrap";

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.capture.pinfile import load_pin_file
-from harness.capture.pr import NEWEST_PR_MATRIX
-from harness.capture.sources import cache_root, resolve_tree
 from harness.cli import main
+from harness.pins.pinfile import load_pin_file
+from harness.pins.sources import cache_root, resolve_tree
+from harness.pr.flow import NEWEST_PR_MATRIX
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = ROOT / "evidence/pins"
@@ -28,7 +28,7 @@ def _kernel() -> bytes:
 
 
 def _diff(tmp_path: Path, name: str, old: str, new: str) -> Path:
-    from harness.capture.sources import kernel_diff
+    from harness.pins.sources import kernel_diff
 
     kernel = _kernel()
     assert kernel.count(old.encode()) == 1

@@ -39,8 +39,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.kernels import sandbox
-from harness.capture.pinfile import load_pin_file
+from harness.kernels import sandbox
+from harness.pins.pinfile import load_pin_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
 from pr_small import BASE, KEEP, _small_matrix  # noqa: E402

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture import families, sources
-from harness.capture.pinfile import load_pin_file
+from harness import families
 from harness.cli import main
 from harness.core.errors import KernelChildError
+from harness.pins import sources
+from harness.pins.pinfile import load_pin_file
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "evidence/pins/flashinfer-0.7.2.post1.json"
@@ -83,7 +84,7 @@ def test_the_child_imports_flashinfer_sampling_without_its_package_init(pinned, 
     import shutil
     import sys
 
-    from harness.capture.families import flashinfer
+    from harness.families import flashinfer
 
     tree = tmp_path / "copy"
     shutil.copytree(sources.resolve_tree(pinned.side("stock"), cache=sources.cache_root()),
@@ -127,8 +128,8 @@ def test_a_planted_jit_cache_runs_in_the_pinned_import_unless_the_child_refuses_
 
     import tvm_ffi
 
-    from harness.capture.families import flashinfer
-    from harness.capture.kernels.child import check_isolation
+    from harness.families import flashinfer
+    from harness.kernels.child import check_isolation
 
     tree = tmp_path / "copy"
     shutil.copytree(sources.resolve_tree(pinned.side("stock"), cache=sources.cache_root()),
@@ -202,7 +203,7 @@ def _loaded_library(tmp_path, monkeypatch, data=b"\x7fELF first build"):
     through the family's real load guard, as the child does after the pinned import."""
     import types
 
-    from harness.capture.families import flashinfer
+    from harness.families import flashinfer
 
     build, tree = tmp_path / "copy.build", tmp_path / "copy" / "tree"
     build.mkdir(mode=0o700)
@@ -229,7 +230,7 @@ def test_a_sampling_path_writes_its_draws_as_a_mask_and_records_the_counts(tmp_p
                                                                            monkeypatch):
     import torch
 
-    from harness.capture.families.flashinfer import DRAWS, EntryObserver, _Recording
+    from harness.families.flashinfer import DRAWS, EntryObserver, _Recording
 
     _loaded_library(tmp_path, monkeypatch)
     family = families.get("flashinfer")
@@ -271,9 +272,9 @@ def test_the_jit_library_record_binds_the_guarded_load_to_the_pinned_sources(
     build file (machine folders replaced by tokens; its text once per child)."""
     import hashlib
 
-    from harness.capture.families import flashinfer
-    from harness.capture.kernels.child import copy_digest, tree_digest
     from harness.core.verify_bindings import jit_sources_sha256
+    from harness.families import flashinfer
+    from harness.kernels.child import copy_digest, tree_digest
 
     so, tree = _loaded_library(tmp_path, monkeypatch)
     first = flashinfer.jit_library()

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.pinfile import load_pin_file
-from harness.capture.sources import cache_root, kernel_diff, resolve_tree
 from harness.cli import main
+from harness.pins.pinfile import load_pin_file
+from harness.pins.sources import cache_root, kernel_diff, resolve_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ROOT / "tests/assets/keys"

@@ -21,14 +21,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets" / "families"))
 import torch_topp  # noqa: E402  (registers the family "torch-topp")
 
-from harness.capture import families  # noqa: E402
-from harness.capture.kernels.runner import run_side  # noqa: E402
-from harness.capture.pinfile import load_pin_file, parse_pin_file, pin_bytes  # noqa: E402
-from harness.capture.pinning import pin  # noqa: E402
+from harness import families  # noqa: E402
 from harness.core.errors import SourcesError, UsageError  # noqa: E402
 from harness.core.f32 import rows, to_float32  # noqa: E402
 from harness.core.names import proven_cases  # noqa: E402
 from harness.core.oracle import Certified, reference  # noqa: E402
+from harness.kernels.runner import run_side  # noqa: E402
+from harness.pins.pinfile import load_pin_file, parse_pin_file, pin_bytes  # noqa: E402
+from harness.pins.pinning import pin  # noqa: E402
 
 VOCAB = 64
 ROWS = [(3, 0.9), (None, 0.5), (None, 0.95)]  # (forced id or None, p)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture import sources
-from harness.capture.kernels.runner import run_side
 from harness.core.f32 import decode, rows, to_float32
 from harness.core.gate import within_count_bound
 from harness.core.names import SIDES
 from harness.core.oracle import Certified, reference
+from harness.kernels.runner import run_side
+from harness.pins import sources
 
 pytestmark = [pytest.mark.slow, pytest.mark.sources]
 

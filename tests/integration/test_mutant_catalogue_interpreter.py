@@ -2,7 +2,7 @@
 
 A mutant no input can tell apart from the base teaches nothing; this checks that a sample
 of ``topp-gate/mutants/v2``'s ``_topk_topp_kernel`` entries, applied by
-:func:`harness.capture.mutate.mutate` to the pinned vLLM 0.33.0 kernel, change some output
+:func:`harness.mutation.mutate.mutate` to the pinned vLLM 0.33.0 kernel, change some output
 (or crash) on one small batch with top-k: ties split by the k-th logit across both tiles,
 top-k then top-p, standalone top-p (k = V) and top-k alone.
 
@@ -32,11 +32,11 @@ from typing import Any
 
 import pytest
 
-from harness.capture import sources
-from harness.capture.mutant_catalogue import CATALOGUES, V2_ID, Mutation
-from harness.capture.mutate import mutate
 from harness.core.digest import sha256_hex
 from harness.core.errors import HarnessError
+from harness.mutation.mutant_catalogue import CATALOGUES, V2_ID, Mutation
+from harness.mutation.mutate import mutate
+from harness.pins import sources
 
 pytestmark = [pytest.mark.slow, pytest.mark.sources]
 
@@ -178,7 +178,7 @@ def test_a_sample_of_monolithic_mutants_changes_an_output(kernel, base):
 
 
 if __name__ == "__main__":  # one launch, in the process :func:`launch` starts
-    from harness.capture.families.vllm_triton import interpreter_loop_tensors
+    from harness.families.vllm_triton import interpreter_loop_tensors
 
     interpreter_loop_tensors()
     print(json.dumps(_run(_import(Path(sys.argv[1])))))

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.mutate import check_summary
 from harness.cli import main
 from harness.core.errors import HarnessError
 from harness.core.keys import load_public_key
+from harness.mutation.mutate import check_summary
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = REPO / "tests" / "assets" / "keys"

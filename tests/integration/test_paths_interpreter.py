@@ -26,12 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 import torch_topp  # noqa: E402  (registers the family "torch-topp")
 
 from harness.capture.manifest_new import SideSpec, new_manifest  # noqa: E402
-from harness.capture.pinning import pin  # noqa: E402
 from harness.cli import main  # noqa: E402
 from harness.core.digest import sha256_hex  # noqa: E402
 from harness.core.keys import load_public_key  # noqa: E402
 from harness.core.manifest import SCHEMA_V3, load_manifest  # noqa: E402
 from harness.core.names import MIXED, SIDES, SINGLE_TOPK  # noqa: E402
+from harness.pins.pinning import pin  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = ROOT / "evidence/pins"

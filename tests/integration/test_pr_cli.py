@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.pinfile import load_pin_file
 from harness.cli import main
+from harness.pins.pinfile import load_pin_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
 from pr_small import BASE, KEEP, PINS, PUB, ROOT, _diff, _kernel, _pr, _small_matrix  # noqa: E402,F401
@@ -145,9 +145,9 @@ def test_a_harmful_diff_stops_and_a_harmless_one_passes_reusing_the_base(
 
 
 def _tampered_entry_is_not_reused(tmp_path: Path, bundle: Path) -> None:
-    from harness.capture.pr import load_base
     from harness.capture.signing import load_private_key
     from harness.core.cases_index import parse_cases_index
+    from harness.pr.flow import load_base
 
     (entry,) = (tmp_path / "bases").iterdir()
     key = json.loads((entry / "entry.json").read_bytes())["key"]

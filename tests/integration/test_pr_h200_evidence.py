@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.mutate import mutation_folder
 from harness.cli import main
+from harness.mutation.mutate import mutation_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE = ROOT / "evidence/pr/pr-cuda-v4-h200-20261203.tar.xz"

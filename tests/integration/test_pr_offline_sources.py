@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.capture.manifest_new import SideSpec, new_manifest
-from harness.capture.pr import ensure_tree
 from harness.cli import main
+from harness.pr.flow import ensure_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = ROOT / "evidence/pins/vllm-0.33.0.json"

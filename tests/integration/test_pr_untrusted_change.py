@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.kernels import sandbox
-from harness.capture.pinfile import load_pin_file
-from harness.capture.sources import kernel_diff
 from harness.cli import main
+from harness.kernels import sandbox
+from harness.pins.pinfile import load_pin_file
+from harness.pins.sources import kernel_diff
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets"))
 from pr_small import BASE, _kernel, _pr  # noqa: E402

@@ -23,11 +23,11 @@ from pathlib import Path
 import pytest
 
 from harness.capture import run as run_module
-from harness.capture import sources
-from harness.capture.kernels.runner import run_side
-from harness.capture.pinfile import load_pin_file
 from harness.cli import main
 from harness.core.errors import EvidenceDriftError
+from harness.kernels.runner import run_side
+from harness.pins import sources
+from harness.pins.pinfile import load_pin_file
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = ROOT / "evidence/pins"

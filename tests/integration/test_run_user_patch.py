@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.sources import cache_root, kernel_diff, load_pins, resolve_tree
 from harness.cli import main
+from harness.pins.sources import cache_root, kernel_diff, load_pins, resolve_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = ROOT / "tests/assets/keys"

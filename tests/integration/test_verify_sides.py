@@ -29,10 +29,10 @@ import jsonschema
 import pytest
 
 from harness.capture.bundle_writer import write_bundle
-from harness.capture.mutate import mutation_folder
 from harness.capture.signing import load_private_key, write_keypair
 from harness.cli import main
 from harness.core.errors import EXIT_OK, EXIT_STOP, EXIT_USAGE, EXIT_VERIFY
+from harness.mutation.mutate import mutation_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 ARCHIVE = ROOT / "evidence" / "pr" / "pr-cuda-v4-h200-20261203.tar.xz"
@@ -245,7 +245,7 @@ def test_require_isolation_refuses_a_bundle_that_records_none(pr, capsys):
     assert "stock side" in err and "not recorded" in err
 
 
-# the record harness.capture.kernels.sandbox writes for a side run in bubblewrap
+# the record harness.kernels.sandbox writes for a side run in bubblewrap
 ISOLATED = {"sandbox": "bubblewrap", "version": "0.8.0",
             "namespaces": ["user", "mount", "pid", "ipc", "net", "uts", "cgroup"],
             "environment": "allowlist",

@@ -13,15 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture import families, sources
-from harness.capture.families.vllm_pytorch import FUNCTIONS, load_functions
-from harness.capture.kernels.runner import run_side
-from harness.capture.pinfile import load_pin_file
-from harness.capture.pinning import pin
+from harness import families
 from harness.core.errors import KernelChildError
 from harness.core.f32 import rows, to_float32
 from harness.core.names import proven_cases
 from harness.core.oracle import Certified, top_k_top_p
+from harness.families.vllm_pytorch import FUNCTIONS, load_functions
+from harness.kernels.runner import run_side
+from harness.pins import sources
+from harness.pins.pinfile import load_pin_file
+from harness.pins.pinning import pin
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = ROOT / "evidence/pins"

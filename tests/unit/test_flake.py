@@ -503,7 +503,7 @@ def test_flake_check_no_build_accepts_the_outputs_on_the_stub(tmp_path: Path) ->
 def test_pinned_wheel_has_the_pinned_hash_and_the_fetchpypi_store_path(
     side: str, tmp_path: Path
 ) -> None:
-    from harness.capture import sources
+    from harness.pins import sources
 
     pins = sources.load_pins()
     pin = pins.side(side)

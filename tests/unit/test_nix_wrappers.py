@@ -187,8 +187,8 @@ def test_gate_refuses_a_key_name_it_cannot_create(user: dict[str, Path]) -> None
 
 def pinned_trees() -> Path:
     """The pinned vLLM trees in the `--sources DIR` layout (the cache's trees/ folder)."""
-    from harness.capture import sources
     from harness.core.errors import HarnessError
+    from harness.pins import sources
 
     pins = sources.load_pins()
     cache = sources.cache_root()

@@ -1,6 +1,6 @@
 """A test-only kernel family, ``torch-topp``: registered from outside ``harness/``.
 
-It shows the seam (:mod:`harness.capture.families`): a family is one module that says
+It shows the seam (:mod:`harness.families`): a family is one module that says
 what to pin (package ``torch_topp_kernel``, kernel file ``torch_topp_kernel/topp.py``), how
 the kernel child imports it, the entry it calls with ``(logits, k, p)`` and its one
 dispatch path, ``sort``, proven by observing (``sys.setprofile`` on the entry's code
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.capture import families
+from harness import families
 
 TREE = Path(__file__).resolve().parent / "torch_topp_tree"
 

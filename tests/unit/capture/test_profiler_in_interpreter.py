@@ -1,5 +1,5 @@
 """The path observers' ``sys.setprofile`` on Python 3.11 (``_Profiler`` in
-harness/capture/families/vllm_triton.py) is off while Triton's interpreter executes a grid,
+harness/families/vllm_triton.py) is off while Triton's interpreter executes a grid,
 and only then: the launch it observes is still seen, the kernel's own frames are not, the
 profile function is back after the grid (also after a grid that raised), and stopping puts
 Triton's ``GridExecutor.__call__`` back.
@@ -58,7 +58,7 @@ def _script(mode: str) -> dict[str, object]:  # pragma: no cover - runs in the c
     import triton.language as tl
     from triton.runtime import interpreter
 
-    from harness.capture.families.vllm_triton import _Profiler
+    from harness.families.vllm_triton import _Profiler
 
     @triton.jit
     def double(x_ptr, out_ptr):

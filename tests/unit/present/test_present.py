@@ -154,8 +154,8 @@ def test_the_front_page_grid_colours_cells_by_verdict(tmp_path: Path):
 
 def test_the_presentation_wing_imports_no_torch():
     code = ("import sys, harness.present.build, harness.present.site, "
-            "harness.capture.mutate, harness.capture.mutation_check, "
-            "harness.capture.mutant_outputs, harness.commands.site; "
+            "harness.mutation.mutate, harness.mutation.mutation_check, "
+            "harness.mutation.mutant_outputs, harness.commands.site; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('torch', 'triton', 'matplotlib', 'vllm')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

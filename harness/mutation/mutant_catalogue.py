@@ -1,0 +1,354 @@
+"""The mutant catalogues of ``topp-gate mutate``, as data, one immutable tuple per id.
+
+A catalogue id names a rule set for mutation testing, as a rule set id names the gate's
+rules: once an id exists its entries never change (committed mutation summaries bind each
+mutant's id, kind, description and diff to it); a change is a new id.
+
+``topp-gate/mutants/v1``
+    28 one-line mutations of vLLM 0.33.0's split top-p pipeline (the ``_topp_sb_*``
+    kernels and the split count). Its entries carry no ``target`` or ``principle``; their
+    six original fields are pinned by sha256 in ``tests/unit/mutation/test_mutant_catalogue.py``.
+``topp-gate/mutants/v2``
+    v1's 28 entries unchanged and in order, then 28 of the same kinds in the monolithic
+    kernel ``_topk_topp_kernel`` (top-k search, its fallback and shortcuts, duplicate
+    budgets and tie tolerances, top-k then top-p, standalone top-p, the final mask pass, the
+    mixed batch's standalone skip) and in the dispatch ``apply_top_k_top_p_triton`` (batch
+    threshold, ``has_topp_only_rows``, ``SPLIT_COVERS_PONLY``, split count, slice length).
+    Each new entry names the function and branch it targets and the principle it tests.
+    Entries that cannot change any output are argued so in their principle, never dropped.
+
+Every entry names one line by its exact text (and which of several equal lines), so a
+mutant either applies exactly or is refused (:func:`harness.mutation.mutate.mutate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+KINDS = ("comparison", "off-by-one", "dropped-clause", "constant", "precision")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """Replace ``old`` by ``new`` on the line(s) holding ``old``: the ``occurrence``-th such
+    line (1-based), or every one (``occurrence=0``). ``target``: the kernel function and
+    branch the line belongs to; ``principle``: what a gate that kills it has shown it
+    checks (empty for v1's entries, which predate both fields)."""
+
+    id: str
+    kind: str
+    what: str
+    old: str
+    new: str
+    occurrence: int = 1
+    target: str = ""
+    principle: str = ""
+
+
+V1_ID = "topp-gate/mutants/v1"
+V2_ID = "topp-gate/mutants/v2"
+DEFAULT_ID = V2_ID
+
+_F16 = ".to(tl.float16).to(tl.float32)"
+
+# --- topp-gate/mutants/v1: frozen (committed summaries bind these entries) -------------------
+
+V1: tuple[Mutation, ...] = (
+    # comparison flips in keep predicates and search tests
+    Mutation("cmp-keep-ge", "comparison", "mask kernel keeps prob >= pivot",
+             "keep = (prob > pivot) | (x == M)", "keep = (prob >= pivot) | (x == M)"),
+    Mutation("cmp-above-ge", "comparison", "step kernel counts mass at prob >= pivot",
+             "above = pr2 > pivs[:, None]", "above = pr2 >= pivs[:, None]"),
+    Mutation("cmp-ok-gt", "comparison", "a pivot qualifies only with mass > p",
+             "ok = (mass >= p) & (mass - gmin * nmin < p)",
+             "ok = (mass > p) & (mass - gmin * nmin < p)"),
+    Mutation("cmp-ok-dup-le", "comparison", "minimality test mass - dup mass <= p",
+             "ok = (mass >= p) & (mass - gmin * nmin < p)",
+             "ok = (mass >= p) & (mass - gmin * nmin <= p)"),
+    Mutation("cmp-nomask-gt", "comparison", "whole-row guard pivot * Z > 1",
+             "nomask = tl.where(pivot * Z >= 1.0, 1.0, 0.0)",
+             "nomask = tl.where(pivot * Z > 1.0, 1.0, 0.0)"),
+    Mutation("cmp-best-lt", "comparison", "fallback tracks the smallest qualifying pivot",
+             "if bp > best:", "if bp < best:"),
+    Mutation("cmp-ties-le", "comparison", "duplicate handling runs when numkeep <= numdup",
+             "ties = numkeep < numdup", "ties = numkeep <= numdup"),
+    # off-by-one in budgets and bounds
+    Mutation("obo-dup-budget-lt", "off-by-one", "one boundary duplicate fewer kept",
+             "keep_dup = dmask & (cum <= numkeep)", "keep_dup = dmask & (cum < numkeep)"),
+    Mutation("obo-dup-budget-plus1", "off-by-one", "one boundary duplicate more kept",
+             "keep_dup = dmask & (cum <= numkeep)",
+             "keep_dup = dmask & (cum <= numkeep + 1.0)"),
+    Mutation("obo-numkeep-floor0", "off-by-one", "duplicate budget may reach 0",
+             "numkeep = tl.minimum(tl.maximum(numkeep, 1.0), numdup)",
+             "numkeep = tl.minimum(tl.maximum(numkeep, 0.0), numdup)"),
+    Mutation("obo-preceding-le", "off-by-one", "a slice counts its own duplicates as preceding",
+             "num_preceding = tl.sum(tl.where(sidx < slice_id, dupc_s, 0.0))",
+             "num_preceding = tl.sum(tl.where(sidx <= slice_id, dupc_s, 0.0))"),
+    Mutation("obo-slice-len-mask", "off-by-one", "mask kernel slices of floor(V / S)",
+             "slice_len = (VOCAB_SIZE + S - 1) // S", "slice_len = VOCAB_SIZE // S", 3),
+    Mutation("obo-slice-len-step", "off-by-one", "step kernel slices of floor(V / S)",
+             "slice_len = (VOCAB_SIZE + S - 1) // S", "slice_len = VOCAB_SIZE // S", 2),
+    Mutation("obo-split-count", "off-by-one", "split count doubles only while 2 S B < SMs",
+             "splits * 2 * batch_size <= num_sm or", "splits * 2 * batch_size < num_sm or"),
+    # dropped clauses
+    Mutation("drop-keep-max", "dropped-clause", "mask kernel no longer keeps the row maximum",
+             "keep = (prob > pivot) | (x == M)", "keep = prob > pivot"),
+    Mutation("drop-ok-minimal", "dropped-clause", "a pivot qualifies on mass >= p alone",
+             "ok = (mass >= p) & (mass - gmin * nmin < p)", "ok = mass >= p"),
+    Mutation("drop-dup-mask", "dropped-clause", "boundary duplicates all kept",
+             "keep = keep & (~dmask | keep_dup)", "keep = keep"),
+    # changed constants of the search
+    Mutation("const-rounds-3", "constant", "3 search rounds instead of 5",
+             "_SPLIT_ROUNDS = 5", "_SPLIT_ROUNDS = 3"),
+    Mutation("const-fanout-4", "constant", "4 ladder pivots per round instead of 8",
+             "_SPLIT_FANOUT = 8", "_SPLIT_FANOUT = 4"),
+    Mutation("const-collapse-1e-3", "constant", "range collapse at 1e-3 instead of 1e-7",
+             "(new_hi > new_lo * (1.0 + 1e-7))", "(new_hi > new_lo * (1.0 + 1e-3))"),
+    Mutation("const-tie-tol-1e-6", "constant", "step kernel tie tolerance 1e-6",
+             "is_same = tl.abs(tmin - minl) < 1e-9", "is_same = tl.abs(tmin - minl) < 1e-6"),
+    Mutation("const-uniform-1e-3", "constant", "mask kernel calls rows within 1e-3 uniform",
+             "if max_prob <= min_prob * (1.0 + 1e-6):",
+             "if max_prob <= min_prob * (1.0 + 1e-3):", 2),
+    Mutation("const-min-prob-1e-12", "constant", "ladder floor 1e-12 instead of 1e-30",
+             "min_prob = tl.maximum(tl.exp(mn - M) / Z, 1e-30)",
+             "min_prob = tl.maximum(tl.exp(mn - M) / Z, 1e-12)", 0),
+    Mutation("const-ladder-top", "constant", "ladder's last pivot is hi itself",
+             "(fidx + 1.0) / (F + 1.0))", "(fidx + 1.0) / F)"),
+    # precision changes
+    Mutation("prec-mask-recip", "precision", "mask kernel prob = exp(x - M) * (1 / Z)",
+             "prob = tl.exp(x - M) / Z", "prob = tl.exp(x - M) * (1.0 / Z)"),
+    Mutation("prec-step-fp16", "precision", "step kernel probabilities in float16",
+             "pr = tl.exp(x - M) / Z", f"pr = (tl.exp(x - M) / Z){_F16}"),
+    Mutation("prec-stats-fp16", "precision", "stats kernel exponent in float16",
+             "e = tl.where(finite, tl.exp(x - nm), 0.0)",
+             f"e = tl.where(finite, tl.exp((x - nm){_F16}), 0.0)"),
+    Mutation("prec-rowsum-fp16", "precision", "row normalizer summed in float16",
+             "Z = tl.sum(exp_s * w)", f"Z = tl.sum((exp_s * w){_F16})"),
+)
+
+# --- topp-gate/mutants/v2: the monolithic kernel and the dispatch ----------------------------
+
+_MONO = "_topk_topp_kernel"
+_TOPK = f"{_MONO}: top-k"
+_KP = f"{_MONO}: top-k then top-p"
+_PONLY = f"{_MONO}: standalone top-p"
+_FINAL = f"{_MONO}: final mask pass"
+_DISPATCH = "apply_top_k_top_p_triton"
+_STOP_K = "if num_iters >= 18 or tl.abs(min_range - max_range) < 1e-9:"
+_STOP_P = "if (max_range - min_range) < 1e-9 or num_iters >= 18:"
+_BUDGET_P = "(p_pivots_sum - p) / min_larger_prob, tl.uint32"
+_PROBS = "probs_blk = probs_blk / sum_exp_logits"
+
+MONOLITHIC_AND_DISPATCH: tuple[Mutation, ...] = (
+    # top-k: outlier gathering, search bounds and termination, shortcuts, budget
+    Mutation(
+        "mk-topk-percentile-100", "constant", "top-k percentile index k / V * 100",
+        "percentile = tl.cast(k / VOCAB_SIZE * 200, tl.uint32)",
+        "percentile = tl.cast(k / VOCAB_SIZE * 100, tl.uint32)",
+        target=f"{_TOPK}, zeroth pass (sigma pivot from the percentile table)",
+        principle="gathering outliers above a sigma pivot is a speed heuristic: the kept set "
+        "must not depend on whether the buffer search or the whole-vocabulary fallback "
+        "answers. Likely equivalent: the halved index sends most rows to the fallback, "
+        "whose ternary search narrows its bracket threefold per iteration and is exact "
+        "wherever it meets its termination test within 18 iterations (all but boundaries "
+        "closer than range / 3^18)"),
+    Mutation(
+        "mk-topk-finite-ge", "comparison", "top-k counts -inf logits as finite",
+        'finite_blk_mask = logits_blk > -float("inf")',
+        'finite_blk_mask = logits_blk >= -float("inf")',
+        target=f"{_TOPK}, first pass (finite count and minimum)",
+        principle="masked (-inf) tokens are not candidates: a row with at most k finite "
+        "logits keeps them all, and -inf never becomes a search bound (rows without -inf "
+        "are unaffected)"),
+    Mutation(
+        "mk-topk-unmasked-lt", "off-by-one", "no-search shortcut only below k finite logits",
+        "if num_finite_total <= k:", "if num_finite_total < k:",
+        target=f"{_TOPK}, shortcut when the row has at most k finite logits",
+        principle="likely equivalent: with exactly k finite logits the search that now runs "
+        "cannot reach its termination test, ends after 18 iterations, and its pivot is "
+        "discarded by 'final_pivot = k_pivot if num_finite_total > k' (and top-p after "
+        "top-k is skipped by the same test), so standalone top-p runs as before"),
+    Mutation(
+        "mk-topk-k-lt-v-le", "comparison", "top-k runs also when k == V",
+        "if k < VOCAB_SIZE:", "if k <= VOCAB_SIZE:",
+        target=f"{_TOPK}, the k >= V shortcut",
+        principle="likely equivalent: with k == V the percentile is clamped to 199 and the "
+        "row has at most V = k finite logits, so the unmasked-count shortcut sets the pivot "
+        "to -inf and standalone top-p runs as before (only time is spent)"),
+    Mutation(
+        "mk-topk-iters-6", "constant", "top-k buffer search stops after 6 iterations",
+        _STOP_K, _STOP_K.replace(">= 18", ">= 6"), 1,
+        target=f"{_TOPK}, ternary search over the gathered outliers (termination)",
+        principle="a search that stops before it brackets the k-th logit returns a midpoint "
+        "pivot with an unset count: top-k must keep exactly min(k, V) tokens (observable "
+        "only where the gap at the k-th logit is below about range / 3^6: large vocab, "
+        "large k)"),
+    Mutation(
+        "mk-topk-fallback-floor", "off-by-one",
+        "whole-vocabulary fallback searches from the sigma pivot, not the row minimum",
+        "min_range = min_logit", "min_range = outlier_pivot",
+        target=f"{_TOPK}, whole-vocabulary fallback (fewer than k outliers gathered)",
+        principle="the fallback's bracket must contain the k-th logit: when fewer than k "
+        "logits lie above the sigma pivot, a search bounded by it keeps fewer than k"),
+    Mutation(
+        "mk-topk-fallback-stop-1e-3", "constant", "fallback search range stop 1e-3",
+        _STOP_K, _STOP_K.replace("< 1e-9", "< 1e-3"), 2,
+        target=f"{_TOPK}, whole-vocabulary fallback (termination)",
+        principle="the range stop must be below any gap between distinct logits at the "
+        "boundary: stopping at 1e-3 returns a midpoint pivot inside a dense region "
+        "(observable only on rows that reach the fallback)"),
+    Mutation(
+        "mk-topk-keep-minus1", "off-by-one", "one boundary duplicate fewer kept by top-k",
+        "num_keep = num_duplicate_logit - (k_pivots_num - k)",
+        "num_keep = num_duplicate_logit - (k_pivots_num - k) - 1",
+        target=f"{_TOPK}, duplicate budget at the k-th logit",
+        principle="top-k keeps exactly k tokens: the budget of tokens tied at the k-th "
+        "logit is what tops the count up to k"),
+    Mutation(
+        "mk-tie-tol-1e-6", "constant", "min-larger tie tolerance 1e-6",
+        "tile_eq = above_mask & (tl.abs(data - tile_min) < 1e-9)",
+        "tile_eq = above_mask & (tl.abs(data - tile_min) < 1e-6)",
+        target="_update_min_larger_stats (every search of the monolithic kernel)",
+        principle="ties are counted by a tolerance far below the values compared: at 1e-6, "
+        "distinct probabilities (about 1e-4 to 1e-6) and near-equal logits count as one "
+        "duplicate group, so termination tests and budgets count wrong"),
+    # top-k then top-p
+    Mutation(
+        "mk-kp-pivot-no-sum", "dropped-clause", "top-k+top-p pivot log(p_pivot) + max",
+        "final_pivot = tl.log(p_pivot * sum_exp_logits) + max_logit",
+        "final_pivot = tl.log(p_pivot) + max_logit",
+        target=f"{_KP}, probability pivot back to logit space",
+        principle="a probability pivot maps back to logits as log(p_pivot * sum) + "
+        "max_logit; without the normalizer the threshold is low and top-p keeps too many"),
+    Mutation(
+        "mk-kp-iters-8", "constant", "top-k+top-p pivot search stops after 8 iterations",
+        _STOP_P, _STOP_P.replace(">= 18", ">= 8"), 1,
+        target=f"{_KP}, probability pivot search over the kept outliers (termination)",
+        principle="an early stop leaves a midpoint pivot that neither reaches p nor is "
+        "minimal: the nucleus must reach p with the fewest tokens"),
+    Mutation(
+        "mk-kp-budget-plus1", "off-by-one", "top-k+top-p drops one boundary duplicate more",
+        _BUDGET_P, _BUDGET_P.replace("min_larger_prob,", "min_larger_prob + 1.0,"), 1,
+        target=f"{_KP}, duplicate budget at the probability pivot",
+        principle="the duplicate budget drops only tokens whose removal keeps the mass >= "
+        "p: one more dropped leaves the nucleus short of p"),
+    # standalone top-p
+    Mutation(
+        "mk-p-max-sample-100", "constant", "standalone top-p shift mean + 100 std",
+        "max_sample = avg_logit + std_logit * 10.0",
+        "max_sample = avg_logit + std_logit * 100.0",
+        target=f"{_PONLY}, statistics of the first tile (mean + 10 std)",
+        principle="the exponent shift must keep exp(x - shift) in float32 range: shifted "
+        "100 std up, the weights underflow to subnormals or zero and the normalizer loses "
+        "its precision (or is 0, making every probability NaN)"),
+    Mutation(
+        "mk-p-iters-8", "constant", "standalone top-p outlier search stops after 8 iterations",
+        _STOP_P, _STOP_P.replace(">= 18", ">= 8"), 2,
+        target=f"{_PONLY}, pivot search over the gathered outliers (termination)",
+        principle="an early stop leaves a midpoint pivot: the nucleus must reach p with "
+        "the fewest tokens"),
+    Mutation(
+        "mk-p-full-stop-1e-6", "constant", "standalone top-p full-row search stops at 1e-6",
+        _STOP_P, _STOP_P.replace("< 1e-9", "< 1e-6"), 3,
+        target=f"{_PONLY}, full-vocabulary search (outliers held less than p)",
+        principle="the range stop must be below the gaps between boundary probabilities "
+        "(about 1e-5 at vocab 128k): at 1e-6 the search stops inside them"),
+    Mutation(
+        "mk-p-probs-fp16", "precision", "standalone top-p outlier probabilities in float16",
+        _PROBS, f"probs_blk = (probs_blk / sum_exp_logits){_F16}", 3,
+        target=f"{_PONLY}, second pass (softmax and outlier gathering)",
+        principle="probabilities keep float32 precision: rounded to float16 (11 bits) they "
+        "tie tokens that differ and move the mass at the boundary"),
+    Mutation(
+        "mk-p-budget-round", "off-by-one", "standalone top-p duplicate budget rounded",
+        _BUDGET_P, _BUDGET_P.replace("min_larger_prob,", "min_larger_prob + 0.5,"), 2,
+        target=f"{_PONLY}, duplicate budget at the probability pivot",
+        principle="the number of boundary duplicates that may go is floor(excess / "
+        "probability): rounding it drops one too many when the fraction is >= 0.5, leaving "
+        "the mass below p"),
+    Mutation(
+        "mk-p-guard-nan", "comparison", "whole-mask guard written pivot >= max (NaN passes)",
+        "if not (final_pivot < max_logit):", "if final_pivot >= max_logit:",
+        target=f"{_FINAL}, guard (mask dropped when the pivot is not below the row max)",
+        principle="a NaN pivot (an overflowed normalizer, e.g. a forced logit far above the "
+        "first tile) must leave the row unmasked, never mask every token: 'not <' catches "
+        "NaN, '>=' does not"),
+    # the final mask pass
+    Mutation(
+        "mk-final-keep-ge", "comparison", "final pass keeps x >= pivot",
+        "keep_mask = (logits_blk > final_pivot) & mask_n",
+        "keep_mask = (logits_blk >= final_pivot) & mask_n",
+        target=f"{_FINAL}, keep predicate",
+        principle="the keep predicate is strict: a logit equal to the pivot is outside "
+        "(changes output only when a pivot lands exactly on a logit; may survive)"),
+    Mutation(
+        "mk-final-dup-lt", "off-by-one", "final pass keeps one boundary duplicate fewer",
+        "duplicate_keep_mask = (duplicate_count <= num_keep) & duplicate_mask",
+        "duplicate_keep_mask = (duplicate_count < num_keep) & duplicate_mask",
+        target=f"{_FINAL}, duplicate budget",
+        principle="exactly num_keep of the tokens tied at the boundary stay (lowest ids "
+        "first): top-k counts are exact, top-p mass reaches p"),
+    Mutation(
+        "mk-final-dup-carry", "dropped-clause", "final pass budget restarts in every tile",
+        "duplicate_count = tl.cumsum(duplicate_mask) + num_kept",
+        "duplicate_count = tl.cumsum(duplicate_mask)", 2,
+        target=f"{_FINAL}, duplicate budget carried across tiles",
+        principle="a budget is per row, not per tile: ties spread over several tiles "
+        "(BLOCK_SIZE 8192 on CUDA, 256 on CPU) are each granted the whole budget"),
+    # the mixed batch's standalone skip
+    Mutation(
+        "mk-mixed-skip-le", "comparison", "mixed batch also runs standalone top-p at k == V",
+        "run_standalone = tl.load(K + row_id) < VOCAB_SIZE",
+        "run_standalone = tl.load(K + row_id) <= VOCAB_SIZE",
+        target=f"{_PONLY}, mixed batch's skip of rows the split pipeline covers",
+        principle="each row gets top-p once: a p-only row with k == V is masked here and "
+        "again by the split pipeline (top-p of an already truncated row keeps fewer)"),
+    Mutation(
+        "mk-mixed-skip-drop", "dropped-clause", "standalone top-p skipped whenever top-k is on",
+        "if SPLIT_COVERS_PONLY and TOPK_ENABLED:", "if TOPK_ENABLED:",
+        target=f"{_PONLY}, mixed batch's skip (SPLIT_COVERS_PONLY)",
+        principle="p-only rows of a batch with top-k get top-p from exactly one pipeline: "
+        "without the split pipeline (batch > 64, not CUDA) the monolithic kernel must run it"),
+    # the dispatch
+    Mutation(
+        "disp-use-split-lt", "off-by-one", "split pipeline only below batch 64",
+        "topp_enabled and batch_size <= _SPLIT_MAX_BATCH and",
+        "topp_enabled and batch_size < _SPLIT_MAX_BATCH and",
+        target=f"{_DISPATCH}: batch threshold (use_split)",
+        principle="the dispatch path is part of the claim: batch 64 takes the split path "
+        "(a manifest proves the path per case); the two paths also keep different sets"),
+    Mutation(
+        "disp-topp-only-not", "comparison", "split pipeline runs only without p-only rows",
+        "if use_split and has_topp_only_rows:", "if use_split and not has_topp_only_rows:",
+        target=f"{_DISPATCH}: has_topp_only_rows (mixed batch)",
+        principle="p-only rows beside top-k rows at batch <= 64 are covered by the split "
+        "pipeline (SPLIT_COVERS_PONLY skips them in the monolithic kernel): skipping it "
+        "leaves them without top-p"),
+    Mutation(
+        "disp-split-ignores-topk", "dropped-clause", "split pipeline alone even with top-k",
+        "if use_split and not topk_enabled:", "if use_split:",
+        target=f"{_DISPATCH}: split-only path (no top-k)",
+        principle="a batch with top-k must run the monolithic kernel: the split pipeline, "
+        "called without k, applies top-p alone and drops every row's top-k"),
+    Mutation(
+        "disp-split-cap-le", "off-by-one", "split count may reach 2 * _SPLIT_MAX_SPLITS",
+        "while splits < _SPLIT_MAX_SPLITS and (", "while splits <= _SPLIT_MAX_SPLITS and (",
+        target="_topp_split_count (dispatch: split count)",
+        principle="the split count is bounded by the workspace laid out for "
+        "_SPLIT_MAX_SPLITS slices. Likely equivalent where 64 slices are reached (batch * "
+        "64 <= SMs: batch 1 or 2 on an H200; or vocab >= 458752) and still fit (batch <= "
+        "32): slices change only the float summation order; out of bounds beyond that"),
+    Mutation(
+        "disp-slice-len-stats", "off-by-one", "stats kernel slices of floor(V / S)",
+        "slice_len = (VOCAB_SIZE + S - 1) // S", "slice_len = VOCAB_SIZE // S", 1,
+        target="_topp_sb_stats_kernel (dispatch: slice length)",
+        principle="the slices cover the whole row: with V not a multiple of S the last "
+        "V mod S tokens are left out of the row maximum, normalizer and minimum (v1 "
+        "mutates the step and mask kernels' copies of this line)"),
+)
+
+V2: tuple[Mutation, ...] = V1 + MONOLITHIC_AND_DISPATCH
+
+CATALOGUES: Mapping[str, tuple[Mutation, ...]] = MappingProxyType({V1_ID: V1, V2_ID: V2})

@@ -1,0 +1,696 @@
+"""``topp-gate pr``: a pull request against its base, gated in one command. Kernel side.
+
+    base SPEC, change (--patch DIFF or --change SPEC)
+      -> pin files written into the output folder (``pins/base.json``, ``pins/change.json``)
+      -> a frozen manifest: the newest PR matrix of the backend (``NEWEST_PR_MATRIX``), the
+         base on the stock side, the change on the patched side, the matrix's rule set
+      -> one signed bundle (``bundle/``): the two kernel children run at once, or only the
+         change's when a verified base side of the same matrix and base pin is kept
+      -> verified offline (``verify_bundle``) -> the answer (:class:`PrAnswer`).
+
+Reusing the base. The base side's outputs depend only on the captured inputs (the frozen
+cases), the base's pinned files, its dispatch paths, the backend (and its device and
+runtime) and the kernel child's code. A base side is kept (``<cache>/pr-base/<key>/``) only
+from a bundle that verified in this process: its output files and evidence as that bundle
+binds them, with an entry naming the key, the bundle and every file's sha256, signed with
+the run's key. When reused it is checked again before anything is judged: the entry's
+signature with the current key, its key against this run's, every file's digest and size,
+then the runner's own checks (kernel, tree and family hashes the evidence records, every
+case covered, every output's sha256) and the captured-input hashes the evidence records
+against the inputs built now (``collect_outputs``: ``input_mismatch`` otherwise). The new
+bundle carries the earlier child's evidence unchanged (its device, versions and timings:
+what ran is what it says) and says in ``environment.base_reused_from`` which verified bundle
+the base side came from; ``verify`` checks it as any other bundle. Anything that does not
+check is a cache miss and the base runs again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__, families
+from ..capture.bundle_writer import write_bundle
+from ..capture.cases import write_cases
+from ..capture.run import (
+    CaseProgress,
+    RunOptions,
+    _Clock,
+    bundle_content,
+    child_isolation,
+    claim_output,
+    collect_outputs,
+    prepare_sides,
+    private_copies,
+    resolve_backend,
+    scratch_prefix,
+)
+from ..core import dsse
+from ..core.bundle import evidence_name, output_name
+from ..core.cases_index import check_against_manifest, parse_cases_index
+from ..core.digest import sha256_hex
+from ..core.errors import HarnessError, UsageError
+from ..core.judge import judge_cases
+from ..core.limits import workers as worker_count
+from ..core.manifest import CaseLayout, Manifest, load_manifest
+from ..core.names import SIDES
+from ..core.oracle import numpy_available
+from ..core.rulesets import rule_set
+from ..core.safeio import read_regular_file
+from ..core.terminal import printable
+from ..kernels.private_tree import PrivateTree
+from ..kernels.runner import DEFAULT_NUM_SM, SideResult, _check_outputs, _kill_live_groups, run_side
+from ..kernels.sandbox import Isolation
+from ..pins.sources import MAX_PATCH_BYTES, Side
+
+# The newest PR matrix of each backend: the one constant to change when a new version is
+# frozen (harness/data/matrices/). Its rule set is the one the matrix predeclares.
+# pr-interpreter-v4 was measured too slow on a 2-core machine before any mutant ran on it
+# (the path observers slow every interpreter launch); its shrunk twin is the one to use.
+NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4-small"}
+# The families whose rows the PR matrices hold (vLLM's Triton split pipeline and its
+# one-kernel paths). Another family's change needs a matrix of its own (--matrix FILE).
+PR_FAMILIES = (families.DEFAULT,)
+BASE_SCHEMA = "topp-gate/pr-base/v2"
+BASE_PAYLOAD_TYPE = "application/vnd.topp-gate.pr-base+json"
+_ENTRY, _ENVELOPE, _EVIDENCE = "entry.json", "entry.dsse.json", "evidence.json"
+_MAX_ENTRY_BYTES = 1 << 20
+_MAX_EVIDENCE_BYTES = 16 << 20
+_PIN_SPEC = re.compile(r"\.json$")
+EPHEMERAL_PUB = "ephemeral.pub"
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PrOptions:
+    base: str
+    out: Path
+    key: Path
+    patch: Path | None = None
+    change: str | None = None
+    backend: str = "auto"
+    matrix: str | None = None  # None: NEWEST_PR_MATRIX of the backend
+    sources: Path | None = None
+    cache: Path | None = None
+    base_cache: Path | None = None  # None: <cache>/pr-base
+    reuse: bool = True
+    workers: int = 0
+    unsandboxed: bool = False  # run the children without a sandbox (trusted changes only)
+    ephemeral_key: bool = False  # sign with a key made for this run alone (a fork's PR)
+
+
+@dataclass(frozen=True)
+class BrokenRow:
+    row: str  # case[row]
+    reasons: tuple[str, ...]
+    path: str | None  # the change's proven dispatch path for the case (None: not proven)
+
+
+@dataclass(frozen=True)
+class TouchedDefect:
+    row: str
+    base_faults: tuple[str, ...]
+    change_faults: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PrAnswer:
+    verdict: str
+    rows: int
+    broken: tuple[BrokenRow, ...]
+    run_stops: tuple[str, ...]
+    base_defects: int
+    touched: tuple[TouchedDefect, ...]
+    base_reused_from: str | None  # the bundle whose verified base side was reused
+    base_kept: bool  # this run's base side was kept for the next run
+    matrix: str
+    rules: str
+    manifest: Path
+    bundle: Path
+    keyid: str
+
+
+# --- inputs -----------------------------------------------------------------------------------
+
+
+def choose_backend(requested: str) -> str:
+    if requested in ("cuda", "interpreter"):
+        return requested
+    if requested != "auto":
+        raise UsageError(f"unknown backend {requested!r}; use cuda, interpreter or auto")
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "interpreter"
+
+
+def default_out(now: float | None = None) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return Path("runs") / f"pr-{stamp}-{os.getpid()}"
+
+
+def read_patch(path: Path) -> bytes:
+    try:
+        return read_regular_file(path, "patch", MAX_PATCH_BYTES)
+    except OSError as err:
+        raise UsageError(f"cannot read patch {printable(path)}: {err.strerror or err}") from None
+
+
+def pin_spec(spec: str, dest: Path, cache: Path | None, say: Say) -> Path:
+    """``dest``: the pin file of ``spec``, a pin file (copied byte for byte, so its sha256
+    is the one given) or what ``sources pin`` accepts (a release, a wheel, a source tree)."""
+    from ..pins.pinfile import parse_pin_file
+    from ..pins.pinning import pin
+
+    path = Path(spec)
+    if _PIN_SPEC.search(spec) and not path.is_dir():
+        if not path.is_file():
+            raise UsageError(f"pin file {printable(spec)} does not exist")
+        raw = read_regular_file(path, "pin file", _MAX_ENTRY_BYTES)
+        parse_pin_file(raw, source=spec)  # a pin file, schema-checked, before it is kept
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(raw)
+        return dest
+    say(f"pinning {printable(spec)}")
+    return pin(spec, dest, cache=cache).path
+
+
+def ensure_tree(pin_path: Path, cache: Path | None, say: Say,
+                sources: Path | None = None) -> None:
+    """The pinned tree in the cache (a pinned wheel fetched and verified when missing), so
+    ``manifest new`` can read the kernel; a tree pin whose tree is absent is refused later
+    by name. With ``sources`` (an export, no network) nothing is fetched: the tree is read
+    from there, and a missing one is refused by name when it is read."""
+    from ..pins.pinfile import WHEEL, load_pin_file
+    from ..pins.sources import cache_root, fetch_wheel, resolve_tree, verified_wheel
+
+    side = load_pin_file(pin_path).side("stock")
+    if sources is not None:
+        return
+    root = cache_root(cache)
+    if not (root / "trees" / side.digest).exists() and side.origin is not None \
+            and side.origin.get("kind") == WHEEL and verified_wheel(side, root) is None:
+        say(f"fetching {side.wheel} (pinned sha256 {side.wheel_sha256[:12]}...)")
+        fetch_wheel(side, root)
+    with contextlib.suppress(HarnessError):
+        resolve_tree(side, cache=root)
+
+
+def check_family(base_pin: Path, change_pin: Path | None, matrix: str | None) -> str:
+    """The family of the change; refused when the sides differ, or when no PR matrix holds
+    rows for it and no --matrix was given."""
+    from ..pins.pinfile import load_pin_file
+
+    family = load_pin_file(base_pin).family
+    if change_pin is not None:
+        other = load_pin_file(change_pin).family
+        if other != family:
+            raise UsageError(f"the base pins family {family} and the change {other}; a pull "
+                             "request changes one implementation (pin both with the same "
+                             "--family)")
+    if matrix is None and family not in PR_FAMILIES:
+        newest = ", ".join(f"{b}: {m}" for b, m in NEWEST_PR_MATRIX.items())
+        raise UsageError(f"no PR matrix holds rows for family {family}: the PR matrices "
+                         f"({newest}) gate {', '.join(PR_FAMILIES)} only; give --matrix FILE "
+                         f"(a matrix of {family}'s paths and a rule set that judges them)")
+    return family
+
+
+def matrix_rules(matrix: str, backend: str) -> str | None:
+    """The rule set to freeze: None when the matrix predeclares one (``manifest new`` takes
+    it), else the newest PR matrix's."""
+    from ..capture.manifest_new import load_matrix
+
+    if load_matrix(matrix).get("rules"):
+        return None
+    return str(load_matrix(NEWEST_PR_MATRIX[backend])["rules"])
+
+
+# --- the base side's cache ----------------------------------------------------------------------
+
+
+def _runtime(backend: str) -> dict[str, str]:
+    """What else decides a side's output bits: the runtime and, on CUDA, the device."""
+    found = {"python": platform.python_version()}
+    for name in ("torch", "triton", "numpy"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "absent"
+    if backend == "cuda":
+        import torch
+
+        found["device"] = str(torch.cuda.get_device_name(0))
+    return found
+
+
+def _kernel_side_digest() -> str:
+    """The code that makes a side's outputs and evidence: the kernel child, runner, sandbox
+    and private copy (``harness/kernels/``), the families and the case builder, as files and
+    sha256 (other modules, such as this one, change no output)."""
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("kernels/*.py"), *root.glob("families/*.py"),
+             root / "capture" / "cases.py"]
+    listing = sorted((p.relative_to(root).as_posix(), sha256_hex(p.read_bytes()))
+                     for p in files)
+    return sha256_hex(json.dumps(listing).encode())
+
+
+def base_key(manifest: Manifest, backend: str, keyid: str) -> dict[str, Any]:
+    """Everything the base side's outputs depend on: the frozen cases (the change's paths
+    taken out), the backend block, the base's manifest entry (its pin sha256, digests,
+    family, dispatch path and any patch), the backend, the runtime and the child's code;
+    and what a reuse must match besides: the rule set that judges it, the whole harness's
+    digest and the id of the key that keeps it."""
+    from ..core.provenance import HARNESS_TREE, installed_digest
+
+    cases = json.loads(json.dumps(manifest.data["cases"]))
+    for case in cases:
+        paths = case.pop("paths", None) or {}
+        if SIDES[0] in paths:
+            case["paths"] = {SIDES[0]: paths[SIDES[0]]}
+    stock = {k: v for k, v in manifest.sources["sides"][SIDES[0]].items() if k != "pin"}
+    return {
+        "schema": BASE_SCHEMA,
+        "cases_sha256": sha256_hex(json.dumps(cases, sort_keys=True).encode()),
+        "backend_block": dict(manifest.backend),
+        "base": stock,
+        "backend": backend,
+        "runtime": _runtime(backend),
+        "harness": {"version": __version__, "capture_sha256": _kernel_side_digest(),
+                    "tree_sha256": installed_digest(HARNESS_TREE)["sha256"]},
+        "rules": manifest.rules,
+        "keyid": keyid,
+    }
+
+
+def _key_folder(store: Path, key: Mapping[str, Any]) -> Path:
+    return store / sha256_hex(json.dumps(key, sort_keys=True).encode())
+
+
+def _expected_files(layout: Sequence[CaseLayout]) -> dict[str, int | None]:
+    files: dict[str, int | None] = {f"{c.id}.out.f32": 4 * c.batch * c.vocab for c in layout}
+    files[_EVIDENCE] = None
+    return files
+
+
+def load_base(store: Path, key: Mapping[str, Any], public_key: Any, side: Side,
+              layout: Sequence[CaseLayout], cases_json: Path, out_dir: Path,
+              say: Say) -> tuple[SideResult, str] | None:
+    """The kept base side for ``key`` copied into ``out_dir``, after every check (module
+    docstring), and the bundle it came from; None (``out_dir`` left empty) when there is
+    none or it does not check."""
+    folder = _key_folder(store, key)
+    if not folder.is_dir():
+        return None
+    try:
+        envelope = read_regular_file(folder / _ENVELOPE, "kept base entry", _MAX_ENTRY_BYTES)
+        payload = dsse.verify(envelope, public_key, BASE_PAYLOAD_TYPE)
+        entry = json.loads(payload)
+        expected = _expected_files(layout)
+        if entry.get("key") != key or set(entry.get("files", {})) != set(expected):
+            raise UsageError("its key or file list is not this run's")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, size in expected.items():
+            data = read_regular_file(folder / name, "kept base file",
+                                     size if size is not None else _MAX_EVIDENCE_BYTES)
+            if sha256_hex(data) != entry["files"][name] or (size is not None
+                                                            and len(data) != size):
+                raise UsageError(f"{name} differs from its signed sha256")
+            (out_dir / name).write_bytes(data)
+        evidence = json.loads((out_dir / _EVIDENCE).read_bytes())
+        if not isinstance(evidence, dict):
+            raise UsageError("its evidence is not a JSON object")
+        problem = _check_outputs(side, cases_json, out_dir, evidence)
+        if problem:
+            raise UsageError(problem)
+    except (HarnessError, OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        say(f"base: the kept base side does not check ({printable(str(err))}); running it")
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return None
+    isolation = entry.get("isolation") or {}
+    if not isinstance(isolation, dict) or isolation.get("sandbox") in (None, "none"):
+        say("base: the kept base side records no sandbox; running it")
+        shutil.rmtree(out_dir, ignore_errors=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return None
+    result = SideResult(side=side.name, backend=str(key["backend"]), status="ok", reason="",
+                        returncode=0, evidence=evidence, stderr_tail="", out_dir=out_dir,
+                        isolation=Isolation(str(isolation["sandbox"]),
+                                            str(isolation.get("version") or "unknown"),
+                                            tuple(isolation.get("namespaces") or ())))
+    return result, str(entry["bundle"])
+
+
+def keep_base(store: Path, key: Mapping[str, Any], view: Any, private_key: Any,
+              layout: Sequence[CaseLayout], isolation: Mapping[str, Any]) -> bool:
+    """Keep the base side of a bundle verified in this process (``view``: opened after
+    ``verify_bundle``), ``isolation`` being how it ran (the caller keeps only a base that
+    ran where no code under test could reach it). Returns whether it was kept (an entry
+    already there is left)."""
+    from ..capture.signing import sign
+
+    folder = _key_folder(store, key)
+    if folder.exists():
+        return False
+    store.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=store))
+    try:
+        files: dict[str, str] = {}
+        for name in _expected_files(layout):
+            raw = (view.raw(evidence_name(SIDES[0])) if name == _EVIDENCE
+                   else view.raw(output_name(SIDES[0], name[: -len(".out.f32")])))
+            (tmp / name).write_bytes(raw)
+            files[name] = sha256_hex(raw)
+        entry = {"key": dict(key), "bundle": str(Path(view.bundle_path).resolve()),
+                 "bundle_payload_sha256": view.payload_sha256, "files": files,
+                 "isolation": dict(isolation)}
+        payload = (json.dumps(entry, indent=1, sort_keys=True) + "\n").encode()
+        (tmp / _ENTRY).write_bytes(payload)
+        (tmp / _ENVELOPE).write_text(json.dumps(sign(payload, private_key, BASE_PAYLOAD_TYPE),
+                                                indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, folder)
+    except OSError:
+        return False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return True
+
+
+# --- the run ----------------------------------------------------------------------------------
+
+
+def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
+                 private: Mapping[str, PrivateTree], backend: str, work: Path,
+                 layout: Sequence[CaseLayout], clock: _Clock, reused: SideResult | None,
+                 say: Say, isolation: Isolation | None = None
+                 ) -> tuple[dict[str, SideResult], list[str]]:
+    """The sides that must run, at once (one child each, the run's time left as timeout);
+    a reused base side is taken as given."""
+    num_sm = int(manifest.backend.get("interpreter_sm_count", DEFAULT_NUM_SM))
+    running = [name for name in SIDES if not (name == SIDES[0] and reused is not None)]
+    run_stops: list[str] = []
+    timeout = min(float(manifest.limits["child_timeout_s"]), clock.deadline - time.monotonic())
+    if timeout <= 0:
+        run_stops.append("run_timeout")
+        timeout = 0.001
+    say(f"{' and '.join(running)} on {backend} at once ({len(layout)} cases, timeout "
+        f"{timeout:.0f} s)" + ("; the base side is reused" if reused is not None else ""))
+
+    def one(name: str) -> SideResult:
+        t0 = time.monotonic()
+        result = run_side(sides[name][0], private[name], backend, num_sm, work / "cases.json",
+                          work / "out" / name, timeout, dispatch=manifest.dispatch(name),
+                          paths=manifest.case_dispatch(name), isolation=isolation)
+        clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
+        return result
+
+    for name in running:
+        (work / "out" / name).mkdir(parents=True, exist_ok=True)
+    note = " (base reused)" if reused is not None else ""
+    with CaseProgress(layout, [work / "out" / n for n in running], say, note), \
+            ThreadPoolExecutor(max_workers=len(running)) as pool:
+        futures = {name: pool.submit(one, name) for name in running}
+        try:
+            results = {name: future.result() for name, future in futures.items()}
+        except BaseException:  # SIGTERM or ^C: the children go now, so the pool's threads
+            _kill_live_groups()  # return instead of waiting out their timeout
+            raise
+    if reused is not None:
+        results[SIDES[0]] = reused
+    for name, result in results.items():
+        if not result.ok:
+            say(f"{name}: {result.status}: {printable(result.reason)}")
+    return {name: results[name] for name in SIDES}, run_stops
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Where the bundle's key comes from: the key file ``path``, or (``path`` None) a key
+    made in memory for this run alone (``--ephemeral-key``). Either is opened only after
+    every kernel child has exited (:meth:`open`); before that only the public half kept
+    beside a key file is read (:meth:`public_before`), to check a kept base side."""
+
+    path: Path | None
+    public: Path | None = None  # the public half's file, when not PREFIX.pub beside
+
+    @property
+    def kind(self) -> str:
+        return "ephemeral" if self.path is None else "persistent"
+
+    def public_before(self) -> Any:
+        from ..capture.signing import public_key_beside, public_key_file
+
+        if self.path is None:
+            return None
+        return public_key_file(self.public) if self.public else public_key_beside(self.path)
+
+    def open(self) -> Any:
+        from ..capture.signing import ephemeral_key, load_private_key
+
+        return ephemeral_key() if self.path is None else load_private_key(self.path,
+                                                                          owner_only=True)
+
+
+@dataclass(frozen=True)
+class _Written:
+    bundle: Path
+    key: dict[str, Any]
+    layout: tuple[CaseLayout, ...]
+    reused_from: str | None
+    base_clean: bool  # the base ran ok here, where no code under test could reach it
+    base_isolation: dict[str, Any]
+    private_key: Any  # opened after every child had exited
+
+
+def run_bundle(manifest_path: Path, bundle: Path, signer: Signer, options: PrOptions,
+               patch: Path | None, store: Path, isolation: Isolation | None,
+               say: Say) -> _Written:
+    """``run``'s phases (harness/capture/run.py) with the base reused when kept and the
+    children run at once; the bundle is written and signed exactly as ``run`` writes one,
+    with the key opened after the children exited."""
+    from ..core.keys import keyid
+
+    started = time.monotonic()
+    manifest = load_manifest(manifest_path)
+    run_options = RunOptions(manifest=manifest_path, out=bundle, key=options.key,
+                             backend=options.backend, sources=options.sources,
+                             cache=options.cache, patch=patch, workers=options.workers)
+    reuse_key = signer.public_before() if options.reuse else None
+    if options.reuse and reuse_key is None:
+        say("base: no reuse (" + ("an ephemeral key keeps nothing" if signer.path is None
+                                  else f"no public key beside {printable(signer.path)}")
+            + ")")
+    with claim_output(bundle):
+        backend = resolve_backend(options.backend, manifest)
+        checked = prepare_sides(manifest, run_options, say)
+        clock = _Clock(started, started + float(manifest.limits["run_timeout_s"]))
+        key = base_key(manifest, backend, keyid(reuse_key) if reuse_key is not None else "")
+        with tempfile.TemporaryDirectory(prefix=scratch_prefix(bundle),
+                                         dir=bundle.parent) as scratch, \
+                contextlib.ExitStack() as copies:
+            work = Path(scratch)
+            private = private_copies(checked, copies)
+            sides = {name: (side, private[name].tree) for name, (side, _) in checked.items()}
+            say(f"building captured inputs for {len(manifest.cases)} cases")
+            write_cases(manifest, work)
+            cases_raw = (work / "cases.json").read_bytes()
+            layout = parse_cases_index(cases_raw)
+            check_against_manifest(layout, manifest)
+            clock.timings["build_cases_s"] = clock.since_start()
+            kept = None
+            if reuse_key is not None:
+                kept = load_base(store, key, reuse_key, checked[SIDES[0]][0],
+                                 layout, work / "cases.json", work / "out" / SIDES[0], say)
+            results, run_stops = run_children(manifest, sides, private, backend, work,
+                                              layout, clock, kept[0] if kept else None, say,
+                                              isolation)
+            private_key = signer.open()  # every child has exited, its namespace with it
+            if reuse_key is not None and keyid(private_key.public_key()) != keyid(reuse_key):
+                raise UsageError(f"the public key beside {printable(signer.path)} is not "
+                                 "its private key's half; the kept base side was checked "
+                                 "with it, so nothing is signed")
+            collected = collect_outputs(manifest, layout, work, results)
+            if collected.path_failed:
+                run_stops.append("split_path_not_taken")
+            total = sum(c.batch for c in collected.case_bytes)
+            say(f"judging {total} rows against the binary64 oracle")
+            t0 = time.monotonic()
+            rows = judge_cases(collected.case_bytes, workers=worker_count(options.workers),
+                               fast=numpy_available(), rules=manifest.rules)
+            clock.timings["judge_s"] = round(time.monotonic() - t0, 3)
+            if time.monotonic() > clock.deadline:
+                run_stops.append("run_timeout")
+            result = rule_set(manifest.rules).verdict(rows, run_stops)
+            content = bundle_content(manifest, backend, sides, cases_raw, layout, collected,
+                                     results, rows, run_stops, result, clock,
+                                     signing=signer.kind)
+            if kept is not None:
+                isolation_record = content.environment["isolation"]
+                isolation_record[SIDES[0]] = {**isolation_record[SIDES[0]],
+                                              "reused_from_bundle": True}
+                content = dataclasses.replace(content, environment={
+                    **content.environment,
+                    "base_reused_from": {"bundle": kept[1], "key_sha256": _key_folder(
+                        store, key).name}})
+            say(f"writing and signing the bundle {printable(bundle)}")
+            write_bundle(bundle, content, private_key,
+                         max_bytes=int(manifest.limits["max_bundle_bytes"]))
+    clean = (kept is None and results[SIDES[0]].ok
+             and all(r.isolation.isolated for r in results.values()))
+    return _Written(bundle, key, tuple(layout), kept[1] if kept else None, clean,
+                    results[SIDES[0]].isolation.record(), private_key)
+
+
+# --- the answer -------------------------------------------------------------------------------
+
+
+def _row_bytes(view: Any, side: str, case: Mapping[str, Any], row: int) -> bytes | None:
+    width = 4 * int(case["vocab"])
+    try:
+        data = view.raw(output_name(side, str(case["id"])))
+    except HarnessError:
+        return None
+    return bytes(data[row * width:(row + 1) * width])
+
+
+def answer_of(view: Any, verified: Any, manifest: Manifest, matrix: str, manifest_path: Path,
+              reused_from: str | None, kept: bool) -> PrAnswer:
+    """The answer, read only from the bundle verified in this process."""
+    predicate = view.statement["predicate"]
+    case_paths = {c["id"]: (c.get("paths") or {}) for c in predicate["cases"]}
+    index = {c["id"]: c for c in json.loads(view.raw("cases.json"))["cases"]}
+    broken, touched = [], []
+    outputs: dict[str, tuple[bytes | None, ...]] = {}
+    for row in predicate["rows"]:
+        name = f"{row['case']}[{row['row']}]"
+        if row.get("stops"):
+            broken.append(BrokenRow(name, tuple(row["stops"]),
+                                    case_paths.get(row["case"], {}).get(SIDES[1])))
+        diagnostics = row.get("diagnostics") or {}
+        base_faults = tuple(diagnostics.get("stock_faults") or ())
+        if not base_faults:
+            continue
+        case = index[row["case"]]
+        key = f"{case['id']}/{row['row']}"
+        if key not in outputs:
+            outputs[key] = tuple(_row_bytes(view, s, case, int(row["row"])) for s in SIDES)
+        before, after = outputs[key]
+        if before is not None and after is not None and before != after:
+            touched.append(TouchedDefect(name, base_faults,
+                                         tuple(diagnostics.get("patched_faults") or ())))
+    verdict = verified.verdict
+    defects = verdict.get("base_defects", {}).get("rows", 0)
+    return PrAnswer(verdict=str(verdict["verdict"]), rows=int(verified.rows),
+                    broken=tuple(broken), run_stops=tuple(predicate.get("run_stops", ())),
+                    base_defects=int(defects), touched=tuple(touched),
+                    base_reused_from=reused_from, base_kept=kept, matrix=matrix,
+                    rules=manifest.rules, manifest=manifest_path, bundle=view.bundle_path,
+                    keyid=str(verified.keyid))
+
+
+@dataclass(frozen=True)
+class _View:
+    """An opened bundle (``open_bundle``) with its path."""
+
+    inner: Any
+    bundle_path: Path
+
+    @property
+    def statement(self) -> Any:
+        return self.inner.statement
+
+    @property
+    def payload_sha256(self) -> str:
+        return str(self.inner.payload_sha256)
+
+    def raw(self, name: str) -> bytes:
+        return bytes(self.inner.raw(name))
+
+
+# --- the whole command ----------------------------------------------------------------------
+
+
+def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
+    """Pin, freeze, run, verify, answer. Refusals before the bundle leave no output folder."""
+    from ..capture.manifest_new import SideSpec, new_manifest
+    from ..core.verify import open_bundle, verify_bundle
+    from ..pins.sources import cache_root
+
+    if (options.patch is None) == (options.change is None):
+        raise UsageError("give the change as --patch DIFF (on the base) or --change SPEC "
+                         "(another release, pin file, wheel or source tree), one of them")
+    patch_bytes = read_patch(options.patch) if options.patch is not None else None
+    signer = Signer(None if options.ephemeral_key else options.key)
+    isolation = child_isolation(options.unsandboxed, signer.path)  # refused now, not later
+    backend = choose_backend(options.backend)
+    matrix = options.matrix or NEWEST_PR_MATRIX[backend]
+    store = options.base_cache or cache_root(options.cache) / "pr-base"
+    out = options.out
+    made_parent = not out.parent.exists()  # the default runs/ folder, removed if left empty
+    try:
+        out.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise UsageError(f"{printable(out)} already exists; 'pr' never writes into an "
+                         "existing folder") from None
+    except OSError as err:
+        raise UsageError(f"cannot create {printable(out)}: {err.strerror or err}") from None
+    bundle = out / "bundle"
+    try:
+        base_pin = pin_spec(options.base, out / "pins" / "base.json", options.cache, say)
+        change_pin = (pin_spec(options.change, out / "pins" / "change.json", options.cache, say)
+                      if options.change is not None else None)
+        check_family(base_pin, change_pin, options.matrix)
+        for pinned in (base_pin, change_pin):
+            if pinned is not None:
+                ensure_tree(pinned, options.cache, say, options.sources)
+        patch = None
+        if patch_bytes is not None:
+            patch = out / "change.diff"
+            patch.write_bytes(patch_bytes)
+        manifest_path = new_manifest(
+            {SIDES[0]: SideSpec(base_pin),
+             SIDES[1]: SideSpec(change_pin or base_pin, patch=patch)},
+            matrix, out / "pr.json", cache=options.cache, rules=matrix_rules(matrix, backend),
+            sources=options.sources)
+        say(f"frozen {printable(manifest_path)} from matrix {printable(matrix)}")
+        written = run_bundle(manifest_path, bundle, signer, options, patch, store, isolation,
+                             say)
+    except BaseException:
+        if not bundle.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            if made_parent:
+                with contextlib.suppress(OSError):
+                    out.parent.rmdir()  # only when empty
+        raise
+    private_key = written.private_key
+    public_key = private_key.public_key()
+    if signer.path is None:
+        from ..capture.signing import public_pem
+
+        (out / EPHEMERAL_PUB).write_bytes(public_pem(public_key))
+        say(f"signed with an ephemeral key; its public half is {printable(out / EPHEMERAL_PUB)}")
+    say("verifying the bundle offline (signature, digests, oracle and gate rerun)")
+    verified = verify_bundle(bundle, public_key, frozen_manifest=manifest_path,
+                             workers=options.workers or None)
+    view = _View(open_bundle(bundle, public_key), bundle)
+    kept = False
+    if options.reuse and signer.path is not None and written.base_clean:
+        kept = keep_base(store, written.key, view, private_key, written.layout,
+                         written.base_isolation)
+    return answer_of(view, verified, load_manifest(manifest_path), matrix, manifest_path,
+                     written.reused_from, kept)
