@@ -8,6 +8,7 @@ FILE``), small enough for CI.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from harness.cli import main
@@ -38,10 +39,18 @@ def _diff(tmp_path: Path, name: str, old: str, new: str) -> Path:
     return path
 
 
+# The backend these tests run on: Triton's interpreter, unless TOPP_GATE_TEST_BACKEND=cuda
+# (scripts/device_untrusted.sh runs the attack tests so on the H200). The near-uniform case
+# of the backend's newest PR matrix, and two ordinary rows.
+BACKEND = os.environ.get("TOPP_GATE_TEST_BACKEND", "interpreter")
+NEAR_UNIFORM = {"interpreter": "traffic-near-uniform-v2048", "cuda": "traffic-near-uniform-v32000"}
+
+
 def _small_matrix(tmp_path: Path) -> Path:
-    newest = NEWEST_PR_MATRIX["interpreter"]
+    newest = NEWEST_PR_MATRIX[BACKEND]
     packaged = json.loads((ROOT / f"harness/data/matrices/{newest}.json").read_bytes())
-    cases = [c for c in packaged["cases"] if c["id"] == "traffic-near-uniform-v2048"]
+    cases = [c for c in packaged["cases"] if c["id"] == NEAR_UNIFORM[BACKEND]]
+    assert len(cases) == 1, f"{newest} has no case {NEAR_UNIFORM[BACKEND]}"
     cases.append({"id": "ordinary-s42-b2-v1024", "kind": "ordinary", "seed": 42, "batch": 2,
                   "vocab": 1024})
     matrix = {key: packaged[key] for key in ("schema", "rules", "backend", "limits")}
@@ -53,6 +62,6 @@ def _small_matrix(tmp_path: Path) -> Path:
 
 
 def _pr(tmp_path: Path, key: Path, out: Path, *change: str, base: str = str(BASE)) -> int:
-    return main(["pr", base, *change, "--backend", "interpreter",
+    return main(["pr", base, *change, "--backend", BACKEND,
                  "--matrix", str(_small_matrix(tmp_path)), "--key", str(key),
                  "--out", str(out), "--base-cache", str(tmp_path / "bases"), "--workers", "1"])
