@@ -10,6 +10,11 @@
 # relative path there, no `.`, `..` or empty component, no link leading out): an edited table
 # must not choose the key a bundle is verified with. Any other key stops the script, naming
 # the line, before anything is verified.
+# In a source without nix/full-checkout (a `git archive` or GitHub tarball, such as what
+# `nix run github:OWNER/topp-gate#verify` and `nix flake check github:...` fetch: .gitattributes
+# export-ignores the evidence bulk and that file), a bundle the table names may be absent:
+# one line says how many are not here to verify, and those present are verified as above.
+# In a git clone every bundle the table names must be there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tool=${1:-topp-gate}
@@ -55,9 +60,18 @@ for bundle in "${bundles[@]}"; do
     exit 1
   fi
 done
+absent=0
 for path in "${!want[@]}"; do
-  [ -d "$path" ] || { echo "verify_committed: $table names $path, which is missing" >&2; exit 1; }
+  [ -d "$path" ] && continue
+  if [ -e nix/full-checkout ]; then
+    echo "verify_committed: $table names $path, which is missing" >&2
+    exit 1
+  fi
+  absent=$((absent + 1))
 done
+if [ "$absent" -ne 0 ]; then
+  echo "verify_committed: no evidence bulk to verify here: $absent of ${#want[@]} bundles in $table are export-ignored (.gitattributes) and not in this source; verifying the ${#bundles[@]} it holds"
+fi
 # verify in the background, VERIFY_JOBS at a time: bundle i's output in $out/i.log, its
 # exit code in $out/i.rc (written last, by rename, so a present .rc means a whole log)
 out=$(mktemp -d)
