@@ -12,7 +12,11 @@ set, report format, the statement's sha256 and the manifest's, and both sides as
 manifest pins them (``stock_version``, ``stock_pin_sha256``, ``stock_tree_sha256``,
 ``stock_kernel_sha256``, ``patched_patch_sha256``..., each side's recorded ``_isolation``),
 the change's sha256, what the reviewer required (``required``), and where the receipt records
-them, the reused base's bundle and the signing key's kind.
+them, the reused base's bundle and the signing key's kind; what the change changed
+(``rows_changed``: rows whose outputs differ from the base's, ``rows_changed_base_right``: of
+those the rows the base got right, ``rows_broken``, and ``base_failed`` when the base did not
+run; :mod:`harness.ci.changes`). A broken row's failure text names the oracle's, base's and
+change's kept counts.
 
 The layout is the one of the Jenkins xunit plugin's ``junit-10.xsd`` (vendored under
 tests/assets/junit/, which the tests validate against). Every string from the evidence
@@ -108,7 +112,8 @@ def document(bundle: VerifiedBundle) -> bytes:
                        ("reasons", ", ".join(verdict.get("reasons", [])) or "none"),
                        ("statement_sha256", result.payload_sha256),
                        ("manifest_sha256", result.manifest_sha256),
-                       ("signer_keyid", result.keyid), *side_properties(bundle)):
+                       ("signer_keyid", result.keyid), *side_properties(bundle),
+                       *(bundle.changes.properties() if bundle.changes else ())):
         ET.SubElement(properties, "property", {"name": key, "value": _text(value)})
     for row in rows:
         case = _text(row.get("case"))

@@ -13,7 +13,9 @@ from ..core.digest import sha256_hex
 from ..core.dsse import verify as dsse_verify
 from ..core.errors import BindingMismatchError, MalformedEvidenceError, wrap_as
 from ..core.manifest import Manifest, parse_manifest
+from ..core.names import SIDES
 from ..core.safeio import read_regular_file
+from .changes import Changes, changes_of_view
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -26,12 +28,14 @@ MAX_ENVELOPE_BYTES = 64 << 20
 @dataclass(frozen=True)
 class VerifiedBundle:
     """What the CI formats read: the verification result, the rows it proved identical to
-    the rerun, the manifest, and the receipt envelope's bytes and sha256."""
+    the rerun, the manifest, the receipt envelope's sha256, and what the change changed
+    (:mod:`harness.ci.changes`, read from the same verified statement)."""
 
     result: Verified
     rows: list[dict[str, Any]]
     manifest: Manifest
     envelope_sha256: str
+    changes: Changes | None = None
 
 
 def read_verified(path: Path, public_key: Ed25519PublicKey, result: Verified) -> VerifiedBundle:
@@ -54,4 +58,6 @@ def read_verified(path: Path, public_key: Ed25519PublicKey, result: Verified) ->
         manifest = parse_manifest(view.raw(MANIFEST))
     if not isinstance(rows, list):
         raise MalformedEvidenceError(f"{ROWS} is not a list of rows")
-    return VerifiedBundle(result, rows, manifest, sha256_hex(envelope))
+    with wrap_as(MalformedEvidenceError, failing_closed="reading what the change changed"):
+        changes = changes_of_view(view, rows, lambda case: manifest.dispatch(SIDES[1], case))
+    return VerifiedBundle(result, rows, manifest, sha256_hex(envelope), changes)

@@ -11,7 +11,9 @@ payload type ``application/vnd.in-toto+json``, RFC 8785 canonical payload):
   name both sides as ``verify --json`` does (``sides``: the base is ``stock``, the change
   ``patched``, each with its version, pin, tree, kernel and patch digests as the verified
   manifest pins them and its isolation as the receipt records it; ``change``;
-  ``signing``; ``base_reused_from``);
+  ``signing``; ``base_reused_from``; and ``changes``, what the change changed as
+  ``verify --json`` reports it: rows whose outputs differ from the base's, how many of them
+  the base got right, each broken row with the oracle's, base's and change's kept counts);
 - ``verifier.id``: who verified (default ``urn:topp-gate:verify``; a CI gives its own), with
   ``verifier.version`` naming topp-gate's version and trusted-core digest;
 - ``timeVerified``: now, UTC (RFC 3339);
@@ -70,6 +72,8 @@ def statement(bundle: VerifiedBundle, *, verifier_id: str = DEFAULT_VERIFIER_ID,
     policy_digest = result.frozen_manifest or result.manifest_sha256
     sides = result.sides_json()
     required = sides.pop("required")
+    if bundle.changes is not None:
+        sides["changes"] = bundle.changes.to_json()
     policy: dict[str, Any] = {"uri": f"urn:topp-gate:rules:{result.rules}",
                               "name": str(bundle.manifest.data.get("name", "")),
                               "digest": {"sha256": policy_digest}}

@@ -3,7 +3,8 @@
 Pins both sides, freezes the newest PR matrix of the backend, runs (reusing a verified base
 side of the same matrix and base pin when one is kept), verifies the bundle offline and
 prints the answer. Exit codes as ``run``: 0 PASS, 1 STOP (both verified), 2 refused before
-anything ran, 4 the bundle it wrote did not verify.
+anything ran or the base could not run (its failure, never a verdict on the change), 4 the
+bundle it wrote did not verify.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
+from ..core.errors import EXIT_OK, EXIT_STOP, EXIT_USAGE, UsageError
 from ..core.terminal import printable
 from . import flags
 
@@ -33,9 +34,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "verification land in --out. A base side verified by an earlier 'pr' of the same "
         "frozen cases and base pin is reused (checked again) instead of run; otherwise the "
         "two kernel children run at once. Prints the verdict, the rows the change broke "
-        "(case[row], reasons, dispatch path), the base's defects the change altered, and "
-        "the bundle. Exit 0 PASS, 1 STOP, 2 refused before anything ran, 4 the bundle did "
-        "not verify.")
+        "(case[row], reasons, dispatch path, the oracle's, base's and change's kept counts), "
+        "how many rows' outputs differ from the base's, the base's defects the change "
+        "altered, the report and the bundle. Exit 0 PASS, 1 STOP, 2 refused before anything "
+        "ran or the base could not run (no verdict on the change), 4 the bundle did not "
+        "verify.")
     parser.add_argument("base", metavar="BASE",
                         help="the base: vllm==X.Y.Z, a pin file (.json), a wheel or a tree")
     change = parser.add_mutually_exclusive_group(required=True)
@@ -90,16 +93,29 @@ def _rows(n: int) -> str:
 
 
 def render(answer: Any) -> list[str]:
-    """The answer's lines (stdout): verdict, broken rows, base defects touched, base, bundle."""
+    """The answer's lines (stdout): verdict, broken rows with kept counts, rows whose
+    outputs changed, base defects touched, base, report and bundle. A base that did not run
+    is the base's failure: no row is said to be broken by the change."""
     broken = answer.broken
+    if answer.base_failed:
+        lines = [f"BASE FAILED: the base could not run ({printable(answer.base_failed)}); "
+                 "this is no verdict on the change: fix the base or its pin (a tree needs "
+                 "what the kernel's import closure imports) and run again "
+                 f"(matrix {printable(answer.matrix)}, rules {printable(answer.rules)})"]
+        lines.append(f"bundle: {printable(answer.bundle)} (verified, signed by key "
+                     f"{answer.keyid[:16]}...; it records the base's failure)")
+        return lines
     head = (f"{answer.verdict}: the change broke {len(broken)} of {_rows(answer.rows)}"
             if answer.verdict != "PASS" else
             f"PASS: the change broke none of {_rows(answer.rows)}")
     lines = [f"{head} (matrix {printable(answer.matrix)}, rules {printable(answer.rules)})"]
     if broken:
-        lines.append("rows the change broke (case[row]  reasons  dispatch path):")
+        lines.append("rows the change broke (case[row]  reasons  dispatch path  kept counts):")
         lines += [f"  {printable(b.row)}  {printable(','.join(b.reasons))}  "
-                  f"{printable(b.path or 'not proven')}" for b in broken]
+                  f"{printable(b.path or 'not proven')}  {b.kept}" for b in broken]
+    lines.append(f"outputs: {answer.rows_changed} of {_rows(answer.rows)} differ from the "
+                 f"base's; {answer.rows_changed_base_right} of them are rows the base got "
+                 "right")
     if answer.run_stops:
         lines.append(f"run stops: {printable(', '.join(answer.run_stops))}")
     touched = answer.touched
@@ -114,6 +130,8 @@ def render(answer: Any) -> list[str]:
         lines.append("base: ran" + ("; its verified side is kept for the next run of this "
                                     "matrix and base pin" if answer.base_kept else ""))
     lines.append(f"manifest: {printable(answer.manifest)}")
+    if answer.report is not None:
+        lines.append(f"report: {printable(answer.report)}")
     lines.append(f"bundle: {printable(answer.bundle)} (verified, signed by key "
                  f"{answer.keyid[:16]}...)")
     return lines
@@ -145,4 +163,6 @@ def run(args: argparse.Namespace) -> int:
     for line in render(answer):
         print(line)
     sys.stdout.flush()
+    if answer.base_failed:
+        return EXIT_USAGE  # no verdict on the change: the base did not run
     return EXIT_OK if answer.verdict == "PASS" else EXIT_STOP

@@ -21,6 +21,7 @@ from .signer import add_pubkey_argument, signer_key
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+    from ..ci.verified_rows import VerifiedBundle
     from ..core.verify import Verified
     from ..core.verify_sides import Requirements
 
@@ -80,7 +81,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     flags.workers(parser, "the oracle rerun")
     flags.json_output(parser, "print one JSON object on stdout instead of the text lines: the "
                         "verified verdict, rows stopped by reason, the rule set and report "
-                        "format, the receipt's provenance; on failure {\"verified\": false, "
+                        "format, the receipt's provenance, what the change changed "
+                        "('changes': rows whose outputs differ from the base's, how many of "
+                        "them the base got right, each broken row with the oracle's, base's "
+                        "and change's kept counts, the base's failure if it did not run, "
+                        "the report); on failure {\"verified\": false, "
                         "\"code\": ..., \"detail\": ...} (exit codes unchanged)")
     ci = parser.add_argument_group(
         "verdicts for CI systems (written only when verification reaches a verdict: a "
@@ -184,11 +189,18 @@ def _run(args: argparse.Namespace) -> int:
     progress = RowProgress("verifying: oracle and gate rerun")
     result, public_key = _verify_with_signer_keys(args, progress)
     progress.finish()
-    if args.vsa or args.junit:
-        _write_ci_outputs(args, result, public_key, vsa_key)
+    verified = None
+    if args.vsa or args.junit or args.json:
+        from ..ci.verified_rows import read_verified
+
+        verified = read_verified(args.bundle, public_key, result)
+    if verified is not None and (args.vsa or args.junit):
+        _write_ci_outputs(args, verified, vsa_key)
     regenerated = _regenerate(args.bundle, public_key, result) if args.regenerate else None
     if args.json:
+        changes = verified.changes if verified is not None else None
         print(json.dumps({**result.to_json(), **_regression_json(result.verdict),
+                          "changes": changes.to_json() if changes is not None else None,
                           "regenerated_inputs": regenerated}, sort_keys=True))
     else:
         _print_text(result, regenerated)
@@ -235,13 +247,11 @@ def _ci_outputs_ready(args: argparse.Namespace) -> Any:
     return load_private_key(args.vsa_key, owner_only=True)
 
 
-def _write_ci_outputs(args: argparse.Namespace, result: Verified, public_key: Any,
+def _write_ci_outputs(args: argparse.Namespace, bundle: VerifiedBundle,
                       vsa_key: Any) -> None:
     """The JUnit XML and the signed VSA of the verdict just verified (harness.ci)."""
     from ..ci import junit, vsa
-    from ..ci.verified_rows import read_verified
 
-    bundle = read_verified(args.bundle, public_key, result)
     if args.junit is not None:
         vsa.write_output(args.junit, junit.document(bundle))
         print(f"topp-gate: JUnit XML written to {printable(args.junit)}", file=sys.stderr)

@@ -118,6 +118,7 @@ class BrokenRow:
     row: str  # case[row]
     reasons: tuple[str, ...]
     path: str | None  # the change's proven dispatch path for the case (None: not proven)
+    kept: str = ""  # "kept: oracle N, base M, change K" (harness.ci.changes)
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,10 @@ class PrAnswer:
     manifest: Path
     bundle: Path
     keyid: str
+    rows_changed: int = 0  # rows whose outputs differ from the base's
+    rows_changed_base_right: int = 0  # of those, rows the base got right
+    base_failed: str | None = None  # the base side's status and first line when it failed
+    report: Path | None = None  # the bundle's report.md
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -570,17 +575,20 @@ def _row_bytes(view: Any, side: str, case: Mapping[str, Any], row: int) -> bytes
 
 def answer_of(view: Any, verified: Any, manifest: Manifest, matrix: str, manifest_path: Path,
               reused_from: str | None, kept: bool) -> PrAnswer:
-    """The answer, read only from the bundle verified in this process."""
+    """The answer, read only from the bundle verified in this process (``view``: opened
+    with the key that verified it; its statement is the one verified)."""
+    from ..ci.changes import changes_of_view
+
     predicate = view.statement["predicate"]
     case_paths = {c["id"]: (c.get("paths") or {}) for c in predicate["cases"]}
     index = {c["id"]: c for c in json.loads(view.raw("cases.json"))["cases"]}
-    broken, touched = [], []
+    figures = changes_of_view(view, predicate["rows"],
+                              lambda case: case_paths.get(case, {}).get(SIDES[1]))
+    broken = [BrokenRow(f.row, f.reasons, f.path, f.kept_text()) for f in figures.broken]
+    touched = []
     outputs: dict[str, tuple[bytes | None, ...]] = {}
     for row in predicate["rows"]:
         name = f"{row['case']}[{row['row']}]"
-        if row.get("stops"):
-            broken.append(BrokenRow(name, tuple(row["stops"]),
-                                    case_paths.get(row["case"], {}).get(SIDES[1])))
         diagnostics = row.get("diagnostics") or {}
         base_faults = tuple(diagnostics.get("stock_faults") or ())
         if not base_faults:
@@ -600,7 +608,11 @@ def answer_of(view: Any, verified: Any, manifest: Manifest, matrix: str, manifes
                     base_defects=int(defects), touched=tuple(touched),
                     base_reused_from=reused_from, base_kept=kept, matrix=matrix,
                     rules=manifest.rules, manifest=manifest_path, bundle=view.bundle_path,
-                    keyid=str(verified.keyid))
+                    keyid=str(verified.keyid), rows_changed=figures.rows_changed,
+                    rows_changed_base_right=figures.rows_changed_base_right,
+                    base_failed=figures.base_failed,
+                    report=(Path(view.bundle_path) / figures.report
+                            if figures.report is not None else None))
 
 
 @dataclass(frozen=True)
