@@ -3,7 +3,6 @@
 # nix/envs.nix. Called from the python package set (nix/overlays.nix), so it works with
 # any nixpkgs' python3Packages. Tests run as flake checks, not here.
 {
-  src,
   lib,
   buildPythonPackage,
   setuptools,
@@ -19,22 +18,18 @@ buildPythonPackage {
   pname = project.name;
   inherit (project) version;
   pyproject = true;
-  src = builtins.path {
-    name = "topp-gate-source";
-    path = src;
-    filter =
-      path: type:
-      let
-        rel = builtins.substring (builtins.stringLength (toString src) + 1) (-1) (toString path);
-        top = builtins.head (builtins.split "/" rel);
-      in
-      builtins.elem top [
-        "pyproject.toml"
-        "README.md"
-        "LICENSE"
-        "harness"
-      ]
-      && builtins.match ".*(__pycache__|\\.pyc)$" rel == null;
+  # The files the wheel is built from, as a lib.fileset source (issue 38, item 2): paths
+  # relative to this file, so they name the flake's own copy wherever Nix keeps it (under
+  # `nix --store DIR` too, where the earlier filter, which cut `toString src` off each path,
+  # matched nothing and the source was empty). tests/unit/test_flake_fileset_source.py
+  # evaluates it on a fresh --store and lists what it holds.
+  src = lib.fileset.toSource {
+    root = ../.;
+    fileset = lib.fileset.unions [
+      ../pyproject.toml
+      ../README.md
+      ../harness
+    ];
   };
   build-system = [ setuptools ];
   dependencies = [
@@ -45,11 +40,11 @@ buildPythonPackage {
   ];
   doCheck = false;
   pythonImportsCheck = [ "harness" ];
-  # The pyproject.toml the wheel's METADATA comes from (the filter above copies it
-  # unchanged into `src`). nix/stub reads this one for its pythonRuntimeDepsCheckHook: Nix
-  # 2.8's `flake check --no-build` computes the filtered copy's store path without writing
-  # it, so `${src}/pyproject.toml` does not exist on a fresh store (issue 28).
-  passthru.pyprojectFile = src + "/pyproject.toml";
+  # The pyproject.toml the wheel's METADATA comes from (`src` holds this same file).
+  # nix/stub reads this one for its pythonRuntimeDepsCheckHook: Nix 2.8's
+  # `flake check --no-build` evaluates in read-only mode and does not write the `src` copy
+  # to the store, so `${src}/pyproject.toml` cannot be read there on a fresh store.
+  passthru.pyprojectFile = ../pyproject.toml;
   meta = {
     description = "Offline verifier and gate runner for vLLM's split top-p Triton kernel evidence";
     # the project's own domain, the one its receipts' predicate type and schema $id name

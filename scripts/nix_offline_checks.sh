@@ -47,6 +47,15 @@ else
   nix --store "$store" flake check --no-build --no-write-lock-file --offline --override-input nixpkgs path:./nix/stub .
 fi
 
+echo "== the package's source (lib.fileset) on the same empty store holds pyproject.toml and harness/"
+eval_src=(nix --store "$store" eval --raw --no-write-lock-file --override-input nixpkgs path:./nix/stub
+  .#packages.x86_64-linux.topp-gate.src)
+if [ ${#offline[@]} -gt 0 ]; then src=$("${offline[@]}" "${eval_src[@]}"); else src=$("${eval_src[@]}" --offline); fi
+for f in pyproject.toml harness/__init__.py harness/cli.py; do
+  [ -f "$store$src/$f" ] || { echo "nix_offline_checks: the package source $src has no $f" >&2; exit 1; }
+done
+echo "   $src: $(find "$store$src" -type f | wc -l) files, pyproject.toml and harness/ among them"
+
 if [ "$mode" = --nix-only ]; then exit 0; fi
 echo "== the same and more as tests (outputs on the stub, pins, libcuda finder, wrappers)"
 markers="not sources"

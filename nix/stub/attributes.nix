@@ -38,6 +38,7 @@ let
     builtins.attrNames pkgs
     ++ under "python3Packages" pkgs.python3Packages
     ++ under "lib.licenses" pkgs.lib.licenses
+    ++ under "lib.fileset" pkgs.lib.fileset
     ++ nested;
   absentFromStub = builtins.filter (p: !exists p) nested;
   unlisted = builtins.filter (p: !builtins.elem p listed) offered;

@@ -305,6 +305,64 @@ let
       free = true;
       redistributable = true;
     };
+    # lib/fileset/default.nix (lib.fileset, nixpkgs 23.11 and later), the two functions
+    # nix/topp-gate.nix uses. As there (lib/fileset/internal.nix): members are paths (a
+    # string, such as a flake's outPath, is refused) that must exist; toSource's root is a
+    # path and every member lies under it; the result is `builtins.path` named "source"
+    # whose filter keeps a path when it is a member, lies under one, or is a folder above
+    # one, comparing the filter's path string with `toString root` cut off its front (the
+    # internal _toSourceFilter's baseString), so the stub is as exposed to a root that is
+    # not where Nix reads the files as the real one is.
+    lib.fileset =
+      let
+        coerce =
+          m:
+          if (m._type or "") == "fileset" then
+            m.paths
+          else if !builtins.isPath m then
+            throw "lib.fileset: ${builtins.typeOf m} is not a file set or a path (a string-like value is not supported by lib.fileset)"
+          else if !builtins.pathExists m then
+            throw "lib.fileset: ${toString m} is a path that does not exist"
+          else
+            [ m ];
+        hasPrefix = pre: s: builtins.substring 0 (builtins.stringLength pre) s == pre;
+      in
+      {
+        unions = members: {
+          _type = "fileset";
+          paths = builtins.concatMap coerce members;
+        };
+        toSource =
+          { root, fileset }:
+          let
+            rootString = toString root;
+            cut = s: builtins.substring (builtins.stringLength rootString + 1) (-1) s;
+            members = map (
+              p:
+              let
+                s = toString p;
+              in
+              if hasPrefix "${rootString}/" s then
+                cut s
+              else
+                throw "lib.fileset.toSource: fileset contains ${s}, not under root ${rootString}"
+            ) (coerce fileset);
+          in
+          if !builtins.isPath root then
+            throw "lib.fileset.toSource: root is a ${builtins.typeOf root}, it should be a path"
+          else
+            builtins.path {
+              name = "source";
+              path = root;
+              filter =
+                path: _type:
+                let
+                  rel = if hasPrefix "${rootString}/" path then cut path else null;
+                in
+                rel != null
+                && builtins.any (m: rel == m || hasPrefix "${m}/" rel || hasPrefix "${rel}/" m) members;
+            };
+      };
     # pkgs/top-level/all-packages.nix
     pythonPackagesExtensions = [ ];
     python3 = python3For self;

@@ -879,11 +879,12 @@ def test_every_attribute_the_stub_offers_is_listed_from_nixpkgs() -> None:
 
 
 def _minimal_flake_copy(dest: Path) -> Path:
-    """The files the offline tier's Nix steps read, copied out of git (a `path:` flake)."""
+    """The files the offline tier's Nix steps read, copied out of git (a `path:` flake);
+    harness/ whole, as the tier lists the package's lib.fileset source (issue 38)."""
     tracked = subprocess.run(
         ["git", "-C", str(ROOT), "ls-files", "-z", "flake.nix", "flake.lock", "nix",
          "scripts/nix_offline_checks.sh", "pyproject.toml", "README.md", "LICENSE",
-         "harness/data/pins.json", "evidence/manifests"],
+         "harness", "evidence/manifests"],
         capture_output=True, text=True, check=True,
     ).stdout.split("\0")
     extra = ["nix/stub/attributes.nix", "nix/stub/nixpkgs-attributes.txt"]
