@@ -173,3 +173,47 @@ def closure(names: Collection[str], read: Callable[[str], bytes], *,
                 third.setdefault(top, set()).add(module)
     return Closure(frozenset(files), frozenset(placeholders),
                    {top: frozenset(mods) for top, mods in third.items()})
+
+
+def unmet_imports(files: Collection[str], names: Collection[str], read: Callable[[str], bytes],
+                  package: str = "vllm") -> list[tuple[str, str, int]]:
+    """(module, file, line) of each module of ``package`` that a closure file imports
+    unconditionally (a statement of the module's own body: not under ``try``, ``if``, a
+    function or a class) and that the file set neither holds (as a module or a package) nor
+    names as a compiled extension (:func:`compiled_modules`). Such an import fails when the
+    kernel is imported (issue 37: an exported tree has no ``.so`` file and no ``setup.py``,
+    so ``import vllm._C_stable_libtorch`` in ``vllm/platforms/cuda.py`` crashes both sides).
+    Only what is surely a module is checked: ``import X`` and the ``X`` of ``from X import
+    name`` (``name`` may be an attribute)."""
+    names = set(names)
+    compiled = compiled_modules(names, read, package)
+    unmet: list[tuple[str, str, int]] = []
+    for path in sorted(files):
+        if not path.endswith(".py"):
+            continue
+        is_package = path.endswith("/__init__.py")
+        module = (path[: -len("/__init__.py")] if is_package else path[:-3]).replace("/", ".")
+        try:
+            tree = ast.parse(read(path), filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # refused by name where the closure reads it
+        for node in tree.body:
+            wanted: list[str] = []
+            if isinstance(node, ast.Import):
+                wanted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = module.split(".") if is_package else module.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    wanted = [".".join(base + ([node.module] if node.module else []))]
+                else:
+                    wanted = [node.module or ""]
+            for name in wanted:
+                if name.split(".")[0] != package or name in compiled:
+                    continue
+                base_path = name.replace(".", "/")
+                if f"{base_path}.py" in names or f"{base_path}/__init__.py" in names \
+                        or any(n.startswith(f"{base_path}/") for n in names):
+                    continue
+                unmet.append((name, path, node.lineno))
+    return unmet
