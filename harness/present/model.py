@@ -20,12 +20,14 @@ from ..core.errors import HarnessError
 from ..core.names import SIDES
 
 # The committed evidence's bundle folders, by group (a group names what the bundles answer).
+# The committed evidence's bundle folders, by group: the folder each group's bundles lie in
+# (what each bundle answers is its manifest's own name and description, shown beside it).
 GROUPS: dict[str, str] = {
-    "bundles": "the forced-logit gate (issue 1): 0.30.0 against the fix",
-    "sweep": "the release sweep: which vLLM releases lose the forced token",
-    "deploy": "the deployment matrix: releases against 0.33.0 on every CUDA path",
-    "impls": "implementations: FlashInfer's samplers and vLLM's PyTorch path",
-    "pr": "pull-request runs (topp-gate pr): a harmless and a harmful change",
+    "bundles": "bundles/",
+    "sweep": "sweep/bundles/",
+    "deploy": "deploy/bundles/",
+    "impls": "impls/bundles/",
+    "pr": "pr/ (topp-gate pr runs, in archives)",
 }
 BUNDLE_GLOBS: dict[str, tuple[str, ...]] = {
     "bundles": ("bundles/*/",),
@@ -83,6 +85,36 @@ class Workload:
     id: str
     kind: str
     vocab: int
+    # the manifest's sampling parameters, applied to the case's rows in turn (row i takes
+    # entry i modulo their number; empty: the rows carry their own p)
+    sampling: tuple[dict[str, str], ...] = ()
+
+    def row_sampling(self, row: int) -> dict[str, str]:
+        return dict(self.sampling[row % len(self.sampling)]) if self.sampling else {}
+
+
+@dataclass(frozen=True)
+class TieRow:
+    """A constructed boundary row whose oracle boundary falls inside a group of exactly tied
+    logits: which of the group's token ids the canonical order keeps (the lowest ids) and
+    which each side's output keeps (a sampler's output: the ids it drew). Read from the
+    verified bundle's captured logits and outputs and the verified oracle count."""
+
+    index: int  # the row's position in the bundle's rows (its anchor on the bundle page)
+    case: str
+    row: int
+    label: str  # the row's label in the bundle's cases index
+    p: float | None
+    oracle: int
+    logit: float  # the tied value
+    size: int  # tokens in the group
+    members: tuple[int, ...]  # the group's token ids, ascending (at most TIE_MEMBERS)
+    canonical: tuple[int, ...]  # members the canonical order keeps
+    kept: dict[str, tuple[int, ...]]  # members each side's output keeps
+
+    @property
+    def ref(self) -> str:
+        return f"{self.case}[{self.row}]"
 
 
 @dataclass(frozen=True)
@@ -121,10 +153,25 @@ class BundleModel:
     # every row's exact-real count beside its binary64 and kernel counts (``topp-gate
     # exact``; derived here, never attested by the receipt), when asked for (exact=True)
     exact: tuple[dict[str, Any], ...] | None = None
+    # the boundary rows whose oracle boundary splits a tie group (:func:`_ties`; read for
+    # FlashInfer and vLLM's PyTorch path only, whose tie handling the front page shows)
+    ties: tuple[TieRow, ...] = ()
+    # both sides as the verified manifest pins them (the core's verify_sides.side_facts:
+    # role, family, version, pin, tree, kernel, patch) and the change the receipt names
+    compared: dict[str, dict[str, Any]] = field(default_factory=dict)
+    change: dict[str, Any] = field(default_factory=dict)
+    # regression rule sets (a pull request's gate): the rows (positions in ``rows``) whose
+    # kept set differs between the base and the change, read from the verified outputs;
+    # None for other rule sets or where a side wrote no output
+    kept_changed: tuple[int, ...] | None = None
 
     @property
     def slug(self) -> str:
         return _slug(self.path)
+
+    def side_named(self, family: str) -> str | None:
+        """The first side (stock, then patched) of the family, if either is."""
+        return next((s for s in SIDES if self.sides[s].family == family), None)
 
 
 @dataclass(frozen=True)
@@ -344,7 +391,9 @@ def bundle_model(path: Path, shown: str, group: str, checked: Any,
         path=shown, group=group, name=str(manifest.get("name", path.name)),
         description=str(manifest.get("description", "")), sides=sides, cases=cases,
         rows=tuple(_row(r) for r in rows if isinstance(r, dict)),
-        workload=tuple(Workload(str(c["id"]), str(c["kind"]), int(c["vocab"]))
+        workload=tuple(Workload(str(c["id"]), str(c["kind"]), int(c["vocab"]),
+                                tuple({str(k): str(v) for k, v in e.items()}
+                                      for e in c.get("sampling") or () if isinstance(e, dict)))
                        for c in manifest["cases"]), rules=verified.rules,
         report_format=verified.report_format, verdict=str(v["verdict"]),
         reasons=tuple(v["reasons"]), rows_total=int(v["rows"]),
@@ -358,7 +407,85 @@ def bundle_model(path: Path, shown: str, group: str, checked: Any,
         devices=devices, backend=str(manifest.get("backend", {}).get("required", "?")),
         library_binding=verified.library_binding, archive=archive,
         figures=_figures(view, manifest, rows, v, verified.report_format),
-        exact=_exact(view) if exact else None)
+        exact=_exact(view) if exact else None,
+        ties=_ties(view, rows) if any(sides[s].family in TIE_FAMILIES for s in SIDES)
+        else (), compared={k: dict(v) for k, v in verified.sides.items()},
+        change=dict(verified.change),
+        kept_changed=_kept_changed(view, rows) if v.get("base_defects") is not None
+        else None)
+
+
+def _kept_changed(view: Any, rows: Any) -> tuple[int, ...] | None:
+    """The rows (positions in ``rows``) whose kept set differs between the two sides' verified
+    outputs; None when a side wrote no output for a case."""
+    import numpy as np
+
+    from ..core.bundle import CASES, output_name
+
+    names = {s["name"] for s in view.statement["subject"]}
+    position = {(str(r.get("case")), _int(r.get("row"))): i for i, r in enumerate(rows)
+                if isinstance(r, dict)}
+    out = []
+    for case in json.loads(view.raw(CASES)).get("cases", []):
+        vocab = int(case["vocab"])
+        found = [output_name(side, case["id"]) for side in SIDES]
+        if not all(name in names for name in found):
+            return None
+        base, change = (np.frombuffer(view.raw(name), dtype="<u4").reshape(-1, vocab)
+                        != _NEG_INF for name in found)
+        differ = np.flatnonzero((base != change).any(axis=1))
+        out += [position[(str(case["id"]), int(i))] for i in differ
+                if (str(case["id"]), int(i)) in position]
+    return tuple(sorted(out))
+
+
+TIE_FAMILIES = ("flashinfer", "vllm-pytorch")
+TIE_MEMBERS = 64  # a tie group shows at most this many of its ids
+
+
+def _ties(view: Any, rows: Any) -> tuple[TieRow, ...]:
+    """The boundary rows whose oracle boundary falls inside a group of equal logits (the
+    canonical order, by logit then lowest id, keeps part of the group): the group's ids, the
+    part the canonical order keeps and the part each side's output keeps."""
+    import numpy as np
+
+    from ..core.bundle import CASES, output_name
+
+    names = {s["name"] for s in view.statement["subject"]}
+    position = {(str(r.get("case")), _int(r.get("row"))): i for i, r in enumerate(rows)
+                if isinstance(r, dict)}
+    out = []
+    for case in json.loads(view.raw(CASES)).get("cases", []):
+        if case.get("kind") != "boundary":
+            continue
+        vocab = int(case["vocab"])
+        logits = np.frombuffer(view.raw(case["logits"]), dtype="<f4").reshape(-1, vocab)
+        outputs = {side: np.frombuffer(view.raw(output_name(side, case["id"])),
+                                       dtype="<u4").reshape(-1, vocab)
+                   for side in SIDES if output_name(side, case["id"]) in names}
+        for i, entry in enumerate(case["rows"]):
+            index = position.get((str(case["id"]), i))
+            if index is None or i >= len(logits):
+                continue
+            raw = rows[index]
+            count = _int((raw.get("oracle") or {}).get("count"))
+            if count is None or not 0 < count < vocab:
+                continue
+            x = logits[i]
+            order = np.lexsort((np.arange(vocab), -x.astype(np.float64)))
+            tied = x[order[count - 1]]
+            group = np.flatnonzero(x == tied)
+            canonical = np.intersect1d(order[:count], group)
+            if group.size < 2 or canonical.size == group.size:
+                continue
+            shown = group[:TIE_MEMBERS]
+            out.append(TieRow(
+                index, str(case["id"]), i, str(entry.get("label", "")), _mass(raw.get("p")),
+                count, float(tied), int(group.size), tuple(int(t) for t in shown),
+                tuple(int(t) for t in np.intersect1d(canonical, shown)),
+                {side: tuple(int(t) for t in shown if data[i][t] != _NEG_INF)
+                 for side, data in outputs.items() if i < len(data)}))
+    return tuple(out)
 
 
 _NEG_INF = 0xFF800000  # float32 -inf: a masked token

@@ -20,6 +20,7 @@ from pathlib import Path
 from ..core.errors import InternalError
 from ..core.names import PATCHED, SIDES, STOCK
 from ..core.terminal import printable
+from . import findings as teach
 from . import svg
 from .model import (
     GROUPS,
@@ -50,12 +51,15 @@ td.n{text-align:right}
 pre{background:#f0f0f0;padding:8px;overflow-x:auto;font-size:12px}
 .plot{border:1px solid #ddd;margin:4px 8px 12px 0}
 .legend span{display:inline-block;padding:2px 8px;margin-right:6px}
+.finding{border-left:4px solid #1f2d3d;padding:4px 12px;margin:12px 0 20px;background:#fff}
+.finding p.claim{font-size:15px;max-width:900px}
+.answer{font-size:15px;padding:8px 12px}
 code{font-size:90%}
 """.strip()
 _STYLE_HASH = base64.b64encode(hashlib.sha256(CSS.encode()).digest()).decode()
 CSP = f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; img-src 'none'"
 REFUSED_COLUMN = "did not verify"
-ROWS_LISTED = 3000  # the all-rows table lists at most this many rows; the page says so
+ROWS_LISTED = teach.ROWS_ANCHORED  # the all-rows table lists at most this many rows
 
 
 def _e(text: object) -> str:
@@ -176,14 +180,28 @@ def _grid(ev: Evidence) -> list[str]:
         tds = []
         for p in columns:
             found = row.get(p, [])
-            verdicts = [b.verdict if isinstance(b, BundleModel) else "refused" for b in found]
-            links = "".join(f'<a href="{_e(_bundle_href(b))}">'
-                            f"{_e(v)}: {_e(b.path.rsplit('/', 1)[-1])}</a>"
-                            for b, v in zip(found, verdicts, strict=True))
+            broke = [_broke_on(b, p) if isinstance(b, BundleModel) else None for b in found]
+            verdicts = ["refused" if r is None else "STOP" if r else "PASS" for r in broke]
+            links = "".join(f'<a href="{_e(_bundle_href(b))}">{_e(_said_broke(r))}: '
+                            f"{_e(b.path.rsplit('/', 1)[-1])}</a>"
+                            for b, r in zip(found, broke, strict=True))
             tds.append(f'<td class="{_verdict_class(verdicts)}">{links}</td>')
         out.append(f"<tr><th>{_e(family)}</th><th>{_e(version)}</th>{''.join(tds)}</tr>")
     out += ["</table>", "</div>"]
     return out
+
+
+def _said_broke(reasons: tuple[str, ...] | None) -> str:
+    if reasons is None:
+        return "refused"
+    return ", ".join(reasons) if reasons else "nothing broke"
+
+
+def _broke_on(b: BundleModel, path: str) -> tuple[str, ...]:
+    """The stop reasons of the bundle's rows whose case the stock side ran on ``path`` (all
+    its rows' reasons when ``path`` is not one it proved): empty when nothing broke there."""
+    on = {c.id for c in b.cases if (c.paths.get(STOCK) or "unproven") == path}
+    return tuple(sorted({s for r in b.rows if r.case in on for s in r.stops}))
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -192,13 +210,33 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", version))
 
 
+def _teaching(ev: Evidence) -> list[str]:
+    """Each finding the verified bundles support: its sentence, its plot, its rows."""
+    verified = [b for b in ev.bundles if isinstance(b, BundleModel)]
+    out = []
+    for f in teach.findings(verified):
+        links = ", ".join(f'<a href="{_e(href)}">{_e(text)}</a>' for href, text in f.links)
+        out += [f'<section class="finding" id="{_e(f.key)}">', f"<h3>{f.title}</h3>",
+                f'<p class="claim">{f.sentence}</p>', f.plot,
+                f"<p>Rows that prove it: {links}</p>" if links else "", "</section>"]
+    if not out:
+        out.append("<p>No verified bundle here supports one of the findings.</p>")
+    return out
+
+
 def index_page(ev: Evidence) -> str:
-    body = ["<h2>Findings</h2>", "<ul id=\"findings\">", *_findings(ev), "</ul>",
+    body = ["<h2>What the evidence shows</h2>",
+            "<p>Each finding below is computed in this build from the bundles verified "
+            "above everything else on this page; a finding no verified bundle supports is "
+            "left out.</p>", *_teaching(ev),
+            "<h2>The evidence at a glance</h2>", "<ul id=\"findings\">", *_findings(ev),
+            "</ul>",
             "<h2>Release x path x implementation</h2>",
             "<p>Each row is the implementation and release a bundle examines (its stock "
             "side: the release under test in the sweep and deployment matrices, the base of "
             "a pull request); each column a dispatch path that side proved; each cell its "
-            "bundles, coloured by the verified verdict of the comparison.</p>",
+            "bundles, coloured STOP where a row run on that path stopped and named by the "
+            "reasons that broke there.</p>",
             '<p class="legend"><span class="v-pass">PASS</span><span class="v-stop">STOP'
             '</span><span class="v-mixed">PASS and STOP</span><span class="v-refused">'
             "refused (did not verify)</span></p>",
@@ -207,16 +245,17 @@ def index_page(ev: Evidence) -> str:
         members = [b for b in ev.bundles if b.group == group]
         if not members:
             continue
-        body += [f"<h3>{_e(group)}: {_e(what)}</h3>",
-                 "<table><tr><th>bundle</th><th>verdict</th><th>rows stopped</th>"
-                 "<th>rules</th></tr>"]
+        body += [f"<h3>{_e(what)}</h3>",
+                 "<table><tr><th>bundle</th><th>what it compares (its manifest)</th>"
+                 "<th>verdict</th><th>rows stopped</th><th>rules</th></tr>"]
         for b in members:
             if isinstance(b, RefusedBundle):
                 body.append(f'<tr><td><a href="{_e(_bundle_href(b))}">{_e(b.path)}</a></td>'
-                            f'<td class="v-refused">refused</td><td colspan="2">'
-                            f"{_e(b.reason)}</td></tr>")
+                            f'<td class="v-refused">refused</td><td class="v-refused" '
+                            f'colspan="3">{_e(b.reason)}</td></tr>')
             else:
                 body.append(f'<tr><td><a href="{_e(_bundle_href(b))}">{_e(b.path)}</a></td>'
+                            f"<td>{_e(_headline(b))}</td>"
                             f'<td class="{_verdict_class([b.verdict])}">{_e(b.verdict)}</td>'
                             f'<td class="n">{b.rows_stopped} of {b.rows_total}</td>'
                             f"<td>{_e(b.rules)}</td></tr>")
@@ -240,6 +279,13 @@ def index_page(ev: Evidence) -> str:
 # --- one page per bundle --------------------------------------------------------------------
 
 
+def _headline(b: BundleModel) -> str:
+    """A bundle in its manifest's own words: its name and its description's first sentence
+    (plain text: the caller escapes it)."""
+    first = b.description.split(". ", 1)[0].rstrip(".")
+    return f"{b.name}: {first}" if first else b.name
+
+
 def _kv(pairs: Sequence[tuple[str, str]]) -> list[str]:
     return ["<table>", *(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in pairs),
             "</table>"]
@@ -253,6 +299,70 @@ def refused_page(b: RefusedBundle) -> str:
               ("reason", _e(b.reason))])], up="../")
 
 
+def _side_words(b: BundleModel, side: str) -> str:
+    """One side as the verified manifest pins it (the core's side facts), escaped."""
+    facts = b.compared.get(side) or {}
+    s = b.sides[side]
+    said = f"{_e(facts.get('family', s.family))} {_e(facts.get('version', s.version))}"
+    if facts.get("pin"):
+        said += f", pin <code>{_e(facts['pin'])}</code>"
+    if facts.get("tree_sha256"):
+        said += (f", tree <code>{_e(str(facts['tree_sha256'])[:16])}</code>"
+                 + ("" if facts.get("tree_pinned") else " (the receipt's)"))
+    if facts.get("patch_sha256"):
+        said += f", patch <code>{_e(str(facts['patch_sha256'])[:16])}</code>"
+    return said
+
+
+def _answer(b: BundleModel) -> list[str]:
+    """A pull request's bundle (a regression rule set) opens with its answer: the verdict,
+    the rows the change broke with their reasons, path and kept counts (oracle, base,
+    change), the base defects it altered, the rows whose kept set changed, and the base and
+    change compared."""
+    if b.base_defects is None:
+        return []
+    broken_ids = {i for ids in (b.broken_rows or {}).values() for i in ids}
+    broken = [(i, r) for i, r in enumerate(b.rows) if r.label in broken_ids]
+    paths = {c.id: c.paths for c in b.cases}
+    altered = [r for r in b.base_defect_rows if r.get("altered")]
+    out = ['<section class="answer" id="answer">', "<h2>The answer</h2>",
+           f'<p class="{_verdict_class([b.verdict])}"><strong>{_e(b.verdict)}</strong>: '
+           + (f"the change broke {len(broken_ids)} of {b.rows_total} rows (reasons: "
+              f"{_e(', '.join(sorted(b.broken_rows or {})))})" if broken_ids
+              else f"the change broke none of the {b.rows_total} rows") + ".</p>",
+           "<ul>",
+           f"<li>base: {_side_words(b, STOCK)}</li>",
+           f"<li>change: {_side_words(b, PATCHED)}"
+           + (f" (the change: {_e(b.change.get('what', ''))})" if b.change.get("what")
+              else "") + "</li>"]
+    if b.kept_changed is not None:
+        defects = {str(r.get("row")) for r in b.base_defect_rows}
+        right = sum(1 for i in b.kept_changed if b.rows[i].label not in defects)
+        out.append(f'<li id="changed">{len(b.kept_changed)} of {b.rows_total} rows keep a '
+                   "different set of tokens under the change than under the base"
+                   + (f" ({right} of them rows the base did not already fail)"
+                      if b.kept_changed else "") + "</li>")
+    out.append(f"<li>base defects (rows the base already fails): "
+               f"{_e(b.base_defects.get('rows', 0))}; the change altered {len(altered)} of "
+               "them</li>")
+    out.append("</ul>")
+    if broken:
+        out += ["<table id=\"broken\"><tr><th>row</th><th>reasons</th><th>path (base / "
+                "change)</th><th>oracle</th><th>base kept</th><th>change kept</th></tr>"]
+        for i, r in broken[:ROWS_LISTED]:
+            ps = paths.get(r.case, {})
+            out.append(f'<tr class="v-stop"><td><a href="#{teach.row_anchor(i)}">'
+                       f"{_e(r.label)}</a></td><td>{_e(', '.join(r.stops))}</td>"
+                       f"<td>{_e(ps.get(STOCK) or 'unproven')} / "
+                       f"{_e(ps.get(PATCHED) or 'unproven')}</td>"
+                       f'<td class="n">{_num(r.oracle)}</td>'
+                       f'<td class="n">{_num(r.kept.get(STOCK))}</td>'
+                       f'<td class="n">{_num(r.kept.get(PATCHED))}</td></tr>')
+        out.append("</table>")
+    out.append("</section>")
+    return out
+
+
 def bundle_page(b: BundleModel) -> str:
     def side_cell(side: str) -> str:
         s = b.sides[side]
@@ -264,6 +374,7 @@ def bundle_page(b: BundleModel) -> str:
     body = [f'<p id="verdict" class="{_verdict_class([b.verdict])}">verified verdict: '
             f"<strong>{_e(b.verdict)}</strong>: {b.rows_stopped} of {b.rows_total} rows "
             f"stopped (reasons: {_e(', '.join(b.reasons) or 'none')})</p>",
+            *_answer(b),
             "<h2>What was compared</h2>",
             *_kv([("bundle", f"<code>{_e(b.path)}</code>"),
                   ("manifest", f"{_e(b.name)}: {_e(b.description)}"),
@@ -318,10 +429,10 @@ def bundle_page(b: BundleModel) -> str:
              "<table><tr><th>row</th><th>kind</th><th>oracle</th><th>stock kept</th>"
              "<th>patched kept</th><th>stock mass outside / dropped</th>"
              "<th>patched mass outside / dropped</th><th>stops</th></tr>"]
-    for r in b.rows[:ROWS_LISTED]:
+    for i, r in enumerate(b.rows[:ROWS_LISTED]):
         cls = ' class="v-stop"' if r.stops else ""
         body.append(
-            f"<tr{cls}><td>{_e(r.label)}</td><td>{_e(r.kind)}</td>"
+            f'<tr id="{teach.row_anchor(i)}"{cls}><td>{_e(r.label)}</td><td>{_e(r.kind)}</td>'
             f'<td class="n">{_num(r.oracle)}</td><td class="n">{_num(r.kept.get(STOCK))}</td>'
             f'<td class="n">{_num(r.kept.get(PATCHED))}</td>'
             f"<td>{_mass(r.mass_outside.get(STOCK))} / {_mass(r.mass_dropped.get(STOCK))}</td>"
@@ -374,36 +485,52 @@ def mutation_page(m: MutationRun | RefusedRun) -> str:
                   ("catalogue", _e(m.catalogue)),
                   ("base", f"{_e(m.base_verdict)} ({m.base_defects} base-defect rows)"),
                   ("signer key id", f"<code>{_e(m.signer)}</code>")]),
-            "<h2>Kill table</h2>",
-            "<table><tr><th>mutant</th><th>kind</th><th>gate</th><th>reasons</th>"
-            "<th>vLLM criterion</th></tr>"]
+            "<h2>Mutants</h2>",
+            "<table id=\"mutants\"><tr><th>mutant</th><th>target</th><th>verdict</th>"
+            "<th>rows stopped</th><th>what a survivor changed</th><th>vLLM criterion</th>"
+            "</tr>"]
     for mu in m.mutants:
         cls = "v-pass" if mu.killed else "v-stop"
+        stopped = (f"{len(mu.stopped_rows)}: " + "<br>".join(
+            _e(r) for r in mu.stopped_rows[:5])
+            + (f"<br>and {len(mu.stopped_rows) - 5} more" if len(mu.stopped_rows) > 5
+               else "")) if mu.stopped_rows else "0"
+        if mu.killed:
+            changed = "-"
+        elif mu.changed is None:
+            changed = "not comparable with the base's outputs"
+        elif not mu.changed:
+            changed = "nothing: its outputs equal the base's on every row"
+        else:
+            changed = (f"{len(mu.changed)} rows, none stopped: "
+                       f"{_e(', '.join(mu.changed[:8]))}"
+                       + (f" and {len(mu.changed) - 8} more" if len(mu.changed) > 8 else ""))
         body.append(f'<tr><td><a href="#{_e(_anchor(mu.id))}">{_e(mu.id)}</a></td>'
-                    f"<td>{_e(mu.kind)}</td><td class=\"{cls}\">"
-                    f"{'killed' if mu.killed else 'survived'}</td>"
-                    f"<td>{_e(', '.join(mu.reasons) or '-')}</td>"
+                    f"<td>{_e(_target(mu.diff, mu.kind))}</td><td class=\"{cls}\">"
+                    f"{'killed' if mu.killed else 'survived'} ({_e(mu.verdict)}"
+                    f"{': ' + _e(', '.join(mu.reasons)) if mu.reasons else ''})</td>"
+                    f"<td>{stopped}</td><td>{changed}</td>"
                     f"<td>{'killed' if mu.criterion_kills else 'survived'}</td></tr>")
     body.append("</table>")
     body.append("<p>Green: the gate stopped the mutant (killed); red: it survived.</p>")
-    body.append("<h2>What each mutant changed</h2>")
+    body.append("<h2>Each mutant's diff</h2>")
     for mu in m.mutants:
-        if mu.killed:
-            said = (f"stopped rows: {_e('; '.join(mu.stopped_rows[:20]))}"
-                    + (f" and {len(mu.stopped_rows) - 20} more" if len(mu.stopped_rows) > 20
-                       else ""))
-        elif mu.changed is None:
-            said = "survived; its outputs are not comparable with the base's"
-        elif not mu.changed:
-            said = ("survived; its patched outputs equal the base's on every row (the "
-                    "matrix never made the mutation observable)")
-        else:
-            said = (f"survived; {len(mu.changed)} rows changed with no stop: "
-                    f"{_e(', '.join(mu.changed[:30]))}"
-                    + (f" and {len(mu.changed) - 30} more" if len(mu.changed) > 30 else ""))
-        body += [f'<h3 id="{_e(_anchor(mu.id))}">{_e(mu.id)}</h3>', f"<p>{said}</p>",
+        body += [f'<h3 id="{_e(_anchor(mu.id))}">{_e(mu.id)}</h3>',
                  f"<pre>{_e(mu.diff)}</pre>"]
     return _page(f"mutation run {m.matrix}", body, up="../")
+
+
+def _target(diff: str, kind: str) -> str:
+    """What a mutant's diff changes: the file and the function its first hunk names (plain
+    text: the caller escapes it), and the mutant's kind."""
+    import re
+
+    file = next((line[4:].removeprefix("b/") for line in diff.splitlines()
+                 if line.startswith("+++ ")), "")
+    hunk = re.search(r"^@@[^@]*@@ ?(.*)$", diff, re.MULTILINE)
+    where = hunk.group(1).strip() if hunk else ""
+    said = " ".join(x for x in (file.rsplit("/", 1)[-1], where) if x)
+    return f"{said} ({kind})" if kind and said else said or kind or "-"
 
 
 def _anchor(mutant: str) -> str:

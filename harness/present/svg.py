@@ -131,3 +131,86 @@ def mass_diagnostics(rows: Sequence[Row], side: str) -> str | None:
                   "rows, in bundle order", "probability mass (binary64)", body,
                   _legend([("#8172b3", "mass outside (up)"),
                            ("#55a868", "mass dropped (down)")]))
+
+
+def hbars(title: str, axis: str, bars: Sequence[tuple[str, float, float | None, str]], *,
+          log: bool = False, marker: str = "") -> str | None:
+    """Horizontal bars, one per ``(label, value, reference, colour)``: the value's bar and,
+    where ``reference`` is not None, a black tick at it (``marker`` names the tick in the
+    legend). ``log``: a log10(1 + x) axis (counts from 0 to a vocabulary). None: no bar."""
+    if not bars:
+        return None
+    height = PAD + 22 * len(bars) + 30
+    label_w = 300
+    inner = WIDTH - label_w - 70
+    top = max(max(v, r or 0.0) for _, v, r, _ in bars) or 1.0
+
+    def scale(value: float) -> float:
+        if log:
+            return inner * _log(value) / (_log(top) or 1.0)
+        return inner * value / top
+
+    body = []
+    for i, (label, value, reference, colour) in enumerate(bars):
+        y = PAD + 22 * i
+        w = max(scale(value), 1.0 if value else 0.0)
+        body.append(f'<text x="{label_w - 6}" y="{y + 13}" text-anchor="end" font-size="11">'
+                    f"{escape(label)}</text>")
+        body.append(f'<rect x="{label_w}" y="{y + 2}" width="{w:.1f}" height="16" '
+                    f'fill="{colour}"><title>{escape(label)}: {value:g}</title></rect>')
+        body.append(f'<text x="{label_w + w + 4:.1f}" y="{y + 14}" font-size="11">'
+                    f"{value:g}</text>")
+        if reference is not None:
+            x = label_w + scale(reference)
+            body.append(f'<line x1="{x:.1f}" y1="{y}" x2="{x:.1f}" y2="{y + 20}" '
+                        'stroke="#000000" stroke-width="2"/>')
+    legend = _legend([("#000000", marker)]) if marker else []
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {WIDTH} {height}" '
+        f'width="{WIDTH}" height="{height}" role="img" aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{label_w}" y="{height - 10}" font-size="12">{escape(axis)}</text>',
+        *body, *legend, "</svg>"])
+
+
+def tie_strips(title: str, strips: Sequence[tuple[str, Sequence[int],
+                                                  Sequence[tuple[str, Sequence[int], str]]]]
+               ) -> str | None:
+    """Tie groups, one block per ``(caption, member ids, lines)``: a square per tied token
+    id (ascending), and per line ``(who, ids it keeps, colour)`` the squares it keeps filled,
+    the others left empty. None: no strip."""
+    if not strips:
+        return None
+    cell, label_w = 22, 200
+    rows_h = [22 + 24 * len(lines) + 24 for _, _, lines in strips]
+    height = sum(rows_h) + 16
+    body = []
+    y = 8
+    for (caption, members, lines), h in zip(strips, rows_h, strict=True):
+        body.append(f'<text x="8" y="{y + 14}" font-size="12" font-weight="bold">'
+                    f"{escape(caption)}</text>")
+        for j, (who, ids, colour) in enumerate(lines):
+            ly = y + 22 + 24 * j
+            chosen = set(ids)
+            body.append(f'<text x="{label_w - 6}" y="{ly + 15}" text-anchor="end" '
+                        f'font-size="11">{escape(who)}</text>')
+            for i, token in enumerate(members):
+                fill = colour if token in chosen else "#ffffff"
+                body.append(f'<rect x="{label_w + i * cell}" y="{ly}" width="{cell - 3}" '
+                            f'height="{cell - 3}" fill="{fill}" stroke="#555555">'
+                            f"<title>token {token}: "
+                            f"{'kept' if token in chosen else 'not kept'} ({escape(who)})"
+                            "</title></rect>")
+        iy = y + 22 + 24 * len(lines) + 12
+        for i, token in enumerate(members):
+            body.append(f'<text x="{label_w + i * cell + 9}" y="{iy}" text-anchor="middle" '
+                        f'font-size="9">{token}</text>')
+        y += h
+    width = max(WIDTH, label_w + cell * max(len(m) for _, m, _ in strips) + 20)
+    return "\n".join([
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        *body, "</svg>"])

@@ -88,8 +88,11 @@ def test_the_tampered_copy_is_refused_with_its_reason_and_none_of_its_claims(sit
     assert "verified verdict: <strong>STOP</strong>" in good and "<svg" in good
     run = (site / _page("mutation", f"evidence/{MUTATION}")).read_text()
     assert "the gate killed <strong>18 of 28</strong> mutants" in run
-    # each survivor says what its outputs did (10 survivors in this run)
-    assert run.count("<p>survived; ") == 10
+    # a table, a row per mutant: each survivor says what its outputs did (10 in this run)
+    table = run[run.index('<table id="mutants">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr>") == 1 + 28
+    assert table.count(">survived (PASS") == 10 and table.count(">killed (STOP") == 18
 
 
 class _Links(HTMLParser):
