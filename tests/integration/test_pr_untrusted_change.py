@@ -64,6 +64,17 @@ def _prelude(loot: Path) -> str:
     def _request():
         with open(_sys.argv[-1]) as handle:
             return _json.load(handle)
+
+    def _wait_ok(out):
+        deadline = _time.time() + 120
+        while _time.time() < deadline:
+            try:
+                with open(_os.path.join(out, "evidence.json")) as handle:
+                    if _json.load(handle).get("status") == "ok":
+                        return
+            except (OSError, ValueError):
+                pass
+            _time.sleep(0.05)
     """
 
 
@@ -193,15 +204,7 @@ def _forge_attack(tmp_path: Path, loot: Path) -> Path:
         _out = _request()["out_dir"]
         _folders = [_out] + [_os.path.join(_os.path.dirname(_out), n)
                              for n in ("stock", ".stock.child")]
-        _deadline = _time.time() + 120
-        while _time.time() < _deadline:
-            try:
-                with open(_os.path.join(_out, "evidence.json")) as _h:
-                    if _json.load(_h).get("status") == "ok":
-                        break
-            except (OSError, ValueError):
-                pass
-            _time.sleep(0.05)
+        _wait_ok(_out)
         for _folder in _folders:
             _path = _os.path.join(_folder, "evidence.json")
             try:
@@ -231,15 +234,7 @@ def test_outputs_changed_after_their_hashes_were_reported_are_refused_by_name(
     patch = _attack(tmp_path, "late", _prelude(tmp_path / "unused") + """
     def _late():
         _out = _request()["out_dir"]
-        _deadline = _time.time() + 120
-        while _time.time() < _deadline:
-            try:
-                with open(_os.path.join(_out, "evidence.json")) as _h:
-                    if _json.load(_h).get("status") == "ok":
-                        break
-            except (OSError, ValueError):
-                pass
-            _time.sleep(0.05)
+        _wait_ok(_out)
         for _name in _os.listdir(_out):
             if _name.endswith(".out.f32"):
                 with open(_os.path.join(_out, _name), "r+b") as _h:
