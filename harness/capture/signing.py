@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shlex
 import stat
 from pathlib import Path
 from typing import Any
@@ -153,9 +154,36 @@ def _refuse_public_key(path: Path, data: bytes) -> None:
     except (ValueError, TypeError, UnsupportedAlgorithm):
         return  # not a public key: the private-key parse says what it is
     shown = f" (key id {keyid(public)})" if isinstance(public, Ed25519PublicKey) else ""
+    text = str(path)
+    beside = Path((text[: -len(PUBLIC_SUFFIX)] if text.endswith(PUBLIC_SUFFIX) else text)
+                  + PRIVATE_SUFFIX)
+    if beside != path and beside.is_file():
+        how = f"give its private half: --key {shlex.quote(str(beside))}"
+    else:
+        how = f"make a key pair: {keygen_command(path)} (then give --key PREFIX{PRIVATE_SUFFIX})"
     raise UsageError(f"{printable(path)} holds a public key{shown}, not a private key; sign "
-                     f"with the private key ('topp-gate keygen PREFIX' writes "
-                     f"PREFIX{PRIVATE_SUFFIX} beside PREFIX{PUBLIC_SUFFIX})")
+                     f"with the private key: {printable(how)}")
+
+
+def keygen_command(near: Path) -> str:
+    """``topp-gate keygen --out PREFIX`` for a PREFIX beside ``near`` (its name without
+    ``.key``/``.pub``) whose two files do not exist yet, so the command works as printed
+    (keygen never overwrites): PREFIX, else PREFIX-2, PREFIX-3 ..."""
+    text = str(near)
+    for suffix in (PRIVATE_SUFFIX, PUBLIC_SUFFIX):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
+    candidate, number = text, 1
+    while any(os.path.lexists(p) for p in key_paths_unchecked(candidate)) \
+            or os.path.isdir(candidate):
+        number += 1
+        candidate = f"{text}-{number}"
+    return f"topp-gate keygen --out {shlex.quote(candidate)}"
+
+
+def key_paths_unchecked(prefix: str) -> tuple[str, str]:
+    """PREFIX.key and PREFIX.pub as strings (no check of the prefix)."""
+    return f"{prefix}{PRIVATE_SUFFIX}", f"{prefix}{PUBLIC_SUFFIX}"
 
 
 def _b64(data: bytes) -> str:

@@ -11,7 +11,14 @@ import importlib.util
 from ..core.errors import UsageError
 
 GPU_EXTRA = ("torch", "triton", "numpy", "rich")
-GPU_EXTRA_HINT = "pip install 'topp-gate[gpu]'"
+
+
+def gpu_extra_hint() -> str:
+    """The command that installs the gpu extra, as it works when pasted
+    (:func:`harness.install_hint.install_command`)."""
+    from ..install_hint import install_command
+
+    return install_command("gpu")
 
 
 def _installed(name: str) -> bool:
@@ -24,7 +31,7 @@ def _installed(name: str) -> bool:
 def gpu_extra_missing(err: ModuleNotFoundError) -> UsageError | None:
     """The usage error for an import of a gpu-extra module that failed, else None."""
     if (err.name or "").split(".")[0] in GPU_EXTRA:
-        return UsageError(f"this command needs the gpu extra: {GPU_EXTRA_HINT} "
+        return UsageError(f"this command needs the gpu extra: {gpu_extra_hint()} "
                           f"(no module named {err.name!r})")
     return None
 
@@ -34,5 +41,5 @@ def require_gpu_extra(verb: str) -> None:
     before anything is imported or started."""
     missing = [name for name in GPU_EXTRA if not _installed(name)]
     if missing:
-        raise UsageError(f"'topp-gate {verb}' needs the gpu extra: {GPU_EXTRA_HINT} "
+        raise UsageError(f"'topp-gate {verb}' needs the gpu extra: {gpu_extra_hint()} "
                          f"({', '.join(missing)} not installed)")

@@ -111,7 +111,9 @@ def run(args: argparse.Namespace) -> int:
     k = _parse_k(args.k)
     p32 = _parse_p(args.p, k)
     if args.fast and not numpy_available():
-        raise UsageError("--fast needs numpy (pip install 'topp-gate[gpu]' or numpy)")
+        from . import gpu_extra_hint
+
+        raise UsageError(f"--fast needs numpy: {gpu_extra_hint()}")
     if args.exact:
         from ..diagnostics.exact import require_exact
 

@@ -73,12 +73,16 @@ def _require_key(key: Path) -> None:
 
     if os.path.lexists(key):
         return
-    if str(key).endswith(".key"):
-        prefix = str(key)[: -len(".key")]
-        how = f"make one with 'topp-gate keygen --out {printable(prefix)}'"
-    else:
-        how = (f"make one with 'topp-gate keygen --out {printable(key)}' and pass "
-               f"--key {printable(key)}.key")
+    import shlex
+
+    from ..capture.signing import keygen_command
+
+    command = keygen_command(key)
+    prefix = command.split(" --out ", 1)[1]
+    written = shlex.split(prefix)[0] + ".key"
+    how = f"make one with '{command}'"
+    if written != str(key):
+        how += f" and pass --key {shlex.quote(written)}"
     raise UsageError(f"no signing key at {printable(key)}: {how} (a new Ed25519 key pair; "
                      "give auditors the .pub file)")
 

@@ -69,8 +69,31 @@ class PinResult:
 # --- SPEC -> a file set ------------------------------------------------------------------------
 
 
+def cached_release(version: str, cache: Path, distribution: str = "vllm") -> Path | None:
+    """The release's wheel already in the cache (``wheels/<sha256>/<name>``, kept by an
+    earlier download) when exactly one wheel of that version for the platforms pip is asked
+    for is there and its bytes still hash to its folder's name; None otherwise. So a pinned
+    release whose verified wheel is cached pins offline, without calling pip."""
+    stem = _wheel_stem(distribution)
+    tags = tuple(_PLATFORMS)
+    found = []
+    for wheel in sorted((cache / "wheels").glob(f"*/{stem}-{version}-*.whl")):
+        name = wheel.name[: -len(".whl")]
+        platform_tag = name.rsplit("-", 1)[-1]
+        if wheel.is_file() and not wheel.is_symlink() and (
+                platform_tag == "any" or any(t in platform_tag.split(".") for t in tags)):
+            found.append(wheel)
+    if len(found) != 1 or sha256_file(found[0]) != found[0].parent.name:
+        return None
+    return found[0]
+
+
 def download_release(version: str, cache: Path, distribution: str = "vllm") -> Path:
-    """pip-download ``distribution==version`` (one wheel, no dependencies) into the cache."""
+    """pip-download ``distribution==version`` (one wheel, no dependencies) into the cache;
+    a verified wheel already there (:func:`cached_release`) is used without pip."""
+    kept = cached_release(version, cache, distribution)
+    if kept is not None:
+        return kept
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="pin-download-", dir=cache) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",

@@ -153,13 +153,88 @@ class PrAnswer:
 
 
 def choose_backend(requested: str) -> str:
-    if requested in ("cuda", "interpreter"):
+    if requested == "interpreter":
         return requested
-    if requested != "auto":
+    if requested not in ("cuda", "auto"):
         raise UsageError(f"unknown backend {requested!r}; use cuda, interpreter or auto")
     import torch
 
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--backend cuda: torch sees no CUDA device on this machine; gate on "
+                         "the CPU in Triton's interpreter with --backend interpreter (or "
+                         "leave --backend out: auto picks it)")
     return "cuda" if torch.cuda.is_available() else "interpreter"
+
+
+_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def check_patch_shape(data: bytes) -> None:
+    """Refuse (exit 2) a diff that cannot be a change to the kernel file, before anything
+    is pinned or downloaded: it must be a unified diff of exactly one file whose hunks are
+    whole (every hunk's lines as many as its header says, each starting with ' ', '-' or
+    '+'). Whether it applies to the base's kernel is checked once the base is pinned."""
+    kernel = families.get().kernel_path
+    lines = data.splitlines()
+    files: list[str] = []
+    hunks = 0
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ "):
+            files.append(lines[i + 1][4:].split(b"\t")[0].strip().decode("utf-8", "replace"))
+            i += 2
+            continue
+        match = _HUNK.match(line)
+        if match is None:
+            i += 1  # text between files (git's "diff --git", "index" lines, a mail)
+            continue
+        if not files:
+            raise UsageError("patch: a hunk before its '--- a/FILE' and '+++ b/FILE' lines; "
+                             "give a unified diff (git diff, diff -u)")
+        hunks += 1
+        old, new = int(match[2] or b"1"), int(match[4] or b"1")
+        i += 1
+        while old > 0 or new > 0:
+            if i >= len(lines):
+                raise UsageError(f"patch: hunk {hunks} is truncated (its header counts more "
+                                 "lines than the diff has)")
+            body = lines[i]
+            tag = body[:1]
+            if tag == b"\\":
+                i += 1
+                continue
+            if tag not in (b" ", b"-", b"+") and body != b"":
+                raise UsageError(f"patch: hunk {hunks} has a line that is not context, "
+                                 f"removed or added (line {i + 1}: "
+                                 f"{printable(body[:60].decode('utf-8', 'replace'))})")
+            if tag in (b" ", b""):
+                old, new = old - 1, new - 1
+            elif tag == b"-":
+                old -= 1
+            else:
+                new -= 1
+            i += 1
+    if len(files) > 1:
+        named = ", ".join(printable(f) for f in dict.fromkeys(files))
+        raise UsageError(f"patch: it changes {len(files)} files ({named}); 'pr --patch' gates "
+                         f"one file, the kernel {kernel}: give a diff of that file alone "
+                         f"(git diff BASE -- {kernel}), or the whole change as --change TREE")
+    if not hunks:
+        raise UsageError("patch: no hunks found (expected a unified diff of the kernel file "
+                         f"{kernel})")
+
+
+def check_change_spec(spec: str) -> None:
+    """Refuse (exit 2) a --change that is no release, no pin file, no wheel and no tree,
+    before the base is pinned (a release is downloaded then)."""
+    from ..pins.pinning import _RELEASE
+
+    if _RELEASE.match(spec) or os.path.lexists(spec):
+        return
+    raise UsageError(f"--change {printable(spec)}: no such file or folder, and not a "
+                     "release (NAME==X.Y.Z); give a release, a pin file, a wheel or a "
+                     "source tree")
 
 
 def default_out(now: float | None = None) -> Path:
@@ -647,6 +722,10 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
         raise UsageError("give the change as --patch DIFF (on the base) or --change SPEC "
                          "(another release, pin file, wheel or source tree), one of them")
     patch_bytes = read_patch(options.patch) if options.patch is not None else None
+    if patch_bytes is not None:
+        check_patch_shape(patch_bytes)  # before anything is pinned or downloaded
+    if options.change is not None:
+        check_change_spec(options.change)
     signer = Signer(None if options.ephemeral_key else options.key)
     isolation = child_isolation(options.unsandboxed, signer.path)  # refused now, not later
     backend = choose_backend(options.backend)

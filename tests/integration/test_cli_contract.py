@@ -158,5 +158,7 @@ def test_kernel_verbs_without_the_gpu_extra_exit_2(tmp_path, verb, args):
     done = subprocess.run([sys.executable, "-c", script], env=ENV, cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == EXIT_USAGE, done.stderr
-    assert "needs the gpu extra: pip install 'topp-gate[gpu]'" in done.stderr
+    from harness.install_hint import install_command
+
+    assert f"needs the gpu extra: {install_command('gpu')}" in done.stderr
     assert done.stderr.count("\n") == 1

@@ -105,7 +105,9 @@ def test_without_the_exact_extra_exits_2_with_one_line(capsys, monkeypatch):
     assert main(["exact", str(SMOKE), "--pubkey", EVIDENCE_PUB]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert "needs the exact extra: pip install 'topp-gate[exact]'" in captured.err
+    from harness.install_hint import install_command
+
+    assert f"needs the exact extra: {install_command('exact')}" in captured.err
 
 
 def test_exact_needs_no_numpy_and_loads_no_torch_triton_or_vllm():

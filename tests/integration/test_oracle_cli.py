@@ -165,7 +165,9 @@ def test_exact_without_the_extra_exits_2_with_one_line(tmp_path, capsys, monkeyp
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1
-    assert "needs the exact extra: pip install 'topp-gate[exact]'" in captured.err
+    from harness.install_hint import install_command
+
+    assert f"needs the exact extra: {install_command('exact')}" in captured.err
 
 
 # --- --k: top-k, then top-p (the predeclared convention) ---------------------------------------

@@ -68,7 +68,7 @@ def _flint_missing() -> bool:
 needs_flint = pytest.mark.skipif(
     _flint_missing(),
     reason="python-flint is not installed: the results section runs topp-gate exact, which "
-    "needs the exact extra (pip install 'topp-gate[exact]')",
+    "needs the exact extra (pip install '.[exact]' in the checkout)",
 )
 
 
