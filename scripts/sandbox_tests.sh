@@ -7,6 +7,10 @@
 #   - HOME, the topp-gate cache and git's config empty; no CUDA device;
 #   - no network: a new network namespace (`unshare -n` as root, else `unshare -rn`) when
 #     the kernel allows it, else every proxy variable pointing at an unroutable address;
+#   - no /usr/bin/env: the Nix sandbox has none (only /bin/sh), so a `#!/usr/bin/env`
+#     script fails there; here a new mount namespace binds an empty file over it (env on
+#     PATH stays: a copy in the sandbox's bin, as stdenv's coreutils provides one), or, where
+#     no mount namespace may be made, bwrap runs the suite with the same bind;
 #   - PATH: only the test environment's python and the sandbox's tools (stdenv's
 #     coreutils, grep, sed, ..., bash, git, cc, and bwrap, which nix/checks.nix adds:
 #     kernel children run only in bubblewrap's sandbox), so no nix, shellcheck, unzip or ruff;
@@ -63,6 +67,10 @@ for tool in bash sh env cat cp mv rm ln ls mkdir rmdir chmod touch head tail cut
   git cc gcc ld as sleep nproc timeout seq expr od dd du tac nl paste comm join split bwrap; do
   if command -v "$tool" >/dev/null 2>&1; then ln -s "$(command -v "$tool")" "$work/bin/$tool"; fi
 done
+# env itself: a copy, not a link, so it still runs where /usr/bin/env is masked
+rm -f "$work/bin/env"
+cp "$(command -v env)" "$work/bin/env"
+: > "$work/no-usr-bin-env"
 
 env_args=(
   -i
@@ -81,19 +89,27 @@ if [ -n "${TOPP_GATE_SKIPPED_LOG:-}" ]; then
   env_args+=(TOPP_GATE_SKIPPED_LOG="$(realpath -m "$TOPP_GATE_SKIPPED_LOG")")
 fi
 net=()
-# a new network namespace; without a new user namespace when we may (root): under
+# masks /usr/bin/env (an empty file bound over it) in the new mount namespace, then runs
+# the rest of its arguments
+# shellcheck disable=SC2016  # expanded by the inner bash, from its own arguments
+mask=(bash -c 'mount --bind "$0" /usr/bin/env && exec "$@"' "$work/no-usr-bin-env")
+# a new network and mount namespace; without a new user namespace when we may (root): under
 # `unshare -r` root's chown to another uid fails (EINVAL), which no real sandbox shows
-if unshare -n true 2>/dev/null; then
-  net=(unshare -n)
+if unshare -nm true 2>/dev/null; then
+  net=(unshare -nm "${mask[@]}")
   env_args+=(TOPP_GATE_SANDBOX=unshare)
-  echo "sandbox_tests: no network (unshare -n)"
-elif unshare -rn true 2>/dev/null; then
-  net=(unshare -rn)
+  echo "sandbox_tests: no network, no /usr/bin/env (unshare -nm)"
+elif unshare -rnm true 2>/dev/null; then
+  net=(unshare -rnm "${mask[@]}")
   env_args+=(TOPP_GATE_SANDBOX=unshare)
-  echo "sandbox_tests: no network (unshare -rn)"
+  echo "sandbox_tests: no network, no /usr/bin/env (unshare -rnm)"
+elif command -v bwrap > /dev/null && bwrap --dev-bind / / --unshare-net true 2>/dev/null; then
+  net=(bwrap --dev-bind / / --unshare-net --ro-bind "$work/no-usr-bin-env" /usr/bin/env)
+  env_args+=(TOPP_GATE_SANDBOX=unshare)
+  echo "sandbox_tests: no network, no /usr/bin/env (bwrap)"
 else
   env_args+=(TOPP_GATE_SANDBOX=proxy)
-  echo "sandbox_tests: unshare -rn is not allowed here: proxies point at 192.0.2.1 (unroutable) instead" >&2
+  echo "sandbox_tests: neither unshare -rnm nor bwrap is allowed here: proxies point at 192.0.2.1 (unroutable) instead, and /usr/bin/env is NOT masked" >&2
   for v in http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY; do
     env_args+=("$v=http://192.0.2.1:9")
   done
@@ -103,7 +119,7 @@ fi
 cd "$work/source"
 start=$SECONDS
 set +e
-"${net[@]}" env "${env_args[@]}" python -m pytest -q -p no:cacheprovider \
+"${net[@]}" "$work/bin/env" "${env_args[@]}" python -m pytest -q -p no:cacheprovider \
   -m "not gpu and not sources" "${paths[@]}"
 rc=$?
 set -e

@@ -39,6 +39,14 @@ def test_inside_the_sandbox_this_machine_is_out_of_reach() -> None:
     if MODE == "unshare":
         with pytest.raises(OSError):
             socket.create_connection(("192.0.2.1", 443), timeout=2).close()
+        # no /usr/bin/env, as in the Nix sandbox (issue 38): a `#!/usr/bin/env` script
+        # cannot start, while `env` on PATH still runs
+        script = Path(os.environ["TMPDIR"]) / "env-shebang"
+        script.write_text("#!/usr/bin/env sh\necho ran\n")
+        script.chmod(0o700)
+        with pytest.raises(OSError):
+            subprocess.run([str(script)], capture_output=True, check=False)  # noqa: S603
+        assert subprocess.run(["env", "python", "-c", "pass"], check=False).returncode == 0  # noqa: S607
     else:
         assert os.environ["https_proxy"] == "http://192.0.2.1:9"
     sources = Path(os.environ["TOPP_GATE_SOURCES"])

@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # The stand-in `topp-gate`: records each call; `run` makes its --out folder and exits 0
 # (a PASS), `verify` exits 0 only when the folder it is given exists (as the real one: no
 # bundle is exit 2), `keygen` writes PREFIX.key and PREFIX.pub.
-TOOL = """#!/usr/bin/env python3
+# No `#!/usr/bin/env`: the Nix sandbox (the flake's cpu-tests) has none (issue 38); the
+# stand-ins name their interpreter by its absolute path, and scripts/gate runs under bash.
+TOOL = f"""#!{sys.executable}
 import json, os, sys
 log = os.environ["GATE_TEST_LOG"]
 with open(log, "a") as f:
@@ -39,7 +42,7 @@ if args[0] == "keygen":
 sys.exit(2)
 """
 # The stand-in venv python: torch imports, pip installs nothing, no CUDA.
-PYTHON = """#!/usr/bin/env bash
+PYTHON = f"""#!{shutil.which("bash") or "/bin/sh"}
 case "$*" in
   *torch.cuda.is_available*) exit 1 ;;
   *) exit 0 ;;
@@ -67,7 +70,7 @@ def _gate(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
     env = {**os.environ, "GATE_TEST_LOG": str(log), "HOME": str(tmp_path / "home")}
     env.pop("TOPP_GATE_KEY", None)
     env.pop("TOPP_GATE_SOURCES", None)
-    done = subprocess.run([str(repo / "scripts" / "gate"), *args], cwd=caller, env=env,  # noqa: S603
+    done = subprocess.run(["bash", str(repo / "scripts" / "gate"), *args], cwd=caller, env=env,  # noqa: S603,S607
                           capture_output=True, text=True, timeout=60, check=False)
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return done, calls
