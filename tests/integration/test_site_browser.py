@@ -213,10 +213,10 @@ def bands(image: np.ndarray, colour: tuple[int, int, int]) -> list[tuple[int, in
 @needs_chromium
 def test_the_front_page_layout_has_its_landmarks(site: Path, tmp_path: Path):
     shot = tmp_path / "index.png"
-    _chromium("--window-size=1200,1000", "--hide-scrollbars", f"--screenshot={shot}",
+    _chromium("--window-size=1200,2400", "--hide-scrollbars", f"--screenshot={shot}",
               (site / "index.html").as_uri(), profile=tmp_path / "profile")
     image = read_png(shot)
-    assert image.shape[:2] == (1000, 1200)
+    assert image.shape[:2] == (2400, 1200)
     header = bands(image, HEADER)
     assert header and header[0][0] == 0 and 60 <= header[0][1] <= 200
     assert header[0][2] == 0 and header[0][3] == 1199  # across the whole width
@@ -229,6 +229,158 @@ def test_the_front_page_layout_has_its_landmarks(site: Path, tmp_path: Path):
         assert cells, (colour, found)
         assert cells[0][0] > legend[1]  # the grid sits under the legend
         assert 150 <= cells[0][2] and cells[0][3] < 1200  # right of the two heading columns
+
+
+# --- the findings (issue 37): computed from verified bundles, shown only where supported ---
+
+FINDING_BUNDLES = {  # the bundles each finding is computed from, and their keys
+    "sweep/bundles/sweep-vllm-0.29.0-cuda": "keys/topp-gate-evidence-2.pub",
+    "sweep/bundles/sweep-vllm-0.30.0-cuda": "keys/topp-gate-evidence-2.pub",
+    "deploy/bundles/deploy-vllm-0.33.0-cuda": "keys/topp-gate-evidence-3.pub",
+    "impls/bundles/h200-pr-cuda-flashinfer-0.7.2.post1-top-p-sampling-cuda-20261203":
+        "keys/topp-gate-evidence-4.pub",
+    "impls/bundles/h200-pr-cuda-vllm-pytorch-0.33.0-sort-cuda": "keys/topp-gate-evidence-3.pub",
+    "impls/bundles/h200-deploy-vllm-pytorch-0.33.0-sort-cuda": "keys/topp-gate-evidence-4.pub",
+}
+FINDINGS = ("finding-forced-lost", "finding-whole-vocabulary", "finding-flashinfer-ties",
+            "finding-pytorch-ties")
+# what the front page must say, figures included (the committed evidence's, as README says
+# them: the site computes them from the verified bundles, this test holds them to README)
+SAID = {
+    "finding-forced-lost": (
+        "vLLM 0.30.0's split top-p kernel loses the forced token on 72 of 90 forced rows "
+        "(the whole row masked: 0 tokens kept), every forced row with a forced logit of 1e10 "
+        "or more, where the reference keeps exactly the forced token.",
+        "0.29.0 never lose it on the same rows.",
+        "0.33.0 (the fix) keeps the forced token on 90 of 90 forced rows."),
+    "finding-whole-vocabulary": (
+        "vLLM 0.33.0 keeps the whole vocabulary (all 128256 tokens) on 2 forced row(s) of "
+        "deploy-vllm-0.33.0 under top-k 20 and 50 with top-p, where the reference keeps the "
+        "forced token alone; on 72 more forced row(s) it keeps 8000 to 8001 tokens where the "
+        "reference keeps 1.", "Its paths stop on 107 of 252 rows of that matrix."),
+    "finding-flashinfer-ties": (
+        "FlashInfer 0.7.2.post1's top-p-sampling sampler draws the whole tie group at the "
+        "boundary: with 10 tokens tied at logit 0 and p 0.30000001, the reference's nucleus "
+        "holds 4 token(s), 4 of the group, and it drew 10 of the 10 tied tokens.",),
+    "finding-pytorch-ties": (
+        "keeps the tied tokens with the highest ids where the reference's canonical order "
+        "keeps the lowest: with 10 tokens tied at logit 0 and p 0.69999999, it keeps ids 3, "
+        "4, 5, 6, 7, 8, 9 where the reference keeps 0, 1, 2, 3, 4, 5, 6",
+        "On h200-deploy-vllm-pytorch-0.33.0-sort it stops on 145 of 252 rows, 138 of them "
+        "for noncanonical_tie."),
+}
+
+
+@pytest.fixture(scope="module")
+def findings_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("findings")
+    evidence = base / "evidence"
+    for bundle, key in FINDING_BUNDLES.items():
+        shutil.copytree(ROOT / "evidence" / bundle, evidence / bundle)
+        (evidence / key).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "evidence" / key, evidence / key)
+    out = base / "out"
+    assert main(["site", str(evidence), "--out", str(out), "--workers", "2"]) == 0
+    return out
+
+
+class _Text(HTMLParser):
+    """A page's text by section id: what a reader sees (no tags, no SVG titles)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sections: dict[str, list[str]] = {}
+        self.svgs: dict[str, int] = {}
+        self._in: str | None = None
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "section" and found.get("class") == "finding":
+            self._in = found.get("id") or ""
+            self.sections[self._in] = []
+        if tag == "svg" and self._in is not None:
+            self.svgs[self._in] = self.svgs.get(self._in, 0) + 1
+        if tag in ("svg", "style", "title"):
+            self._skip += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("svg", "style", "title"):
+            self._skip -= 1
+        if tag == "section":
+            self._in = None
+
+    def handle_data(self, data: str) -> None:
+        if self._in is not None and not self._skip:
+            self.sections[self._in].append(data)
+
+
+def front_page_text(html: str) -> _Text:
+    parsed = _Text()
+    parsed.feed(html)
+    return parsed
+
+
+def _said(parsed: _Text, key: str) -> str:
+    return " ".join("".join(parsed.sections[key]).split())
+
+
+@needs_chromium
+def test_the_front_page_teaches_the_four_findings_in_chromium(findings_site: Path,
+                                                             tmp_path: Path):
+    """The front page as chromium renders it: the four findings, each a sentence with its
+    figures and a plot, and links to rows that exist; then a screenshot shows every plot."""
+    dom, console = console_lines(findings_site / "index.html", tmp_path / "profile")
+    assert console == []
+    parsed = front_page_text(dom)
+    assert list(parsed.sections) == list(FINDINGS)
+    for key in FINDINGS:
+        text = _said(parsed, key)
+        for sentence in SAID[key]:
+            assert sentence in text, (key, text)
+        assert parsed.svgs.get(key) == 1, key
+        assert "Rows that prove it:" in text, key
+    assert broken_links(findings_site) == []  # every row link names an anchor that exists
+    shot = tmp_path / "index.png"
+    _chromium("--window-size=1200,4000", "--hide-scrollbars", f"--screenshot={shot}",
+              (findings_site / "index.html").as_uri(), profile=tmp_path / "profile")
+    image = read_png(shot)
+    header = bands(image, HEADER)[0]
+    for colour in (LOST_BAR, OVER_BAR, REFERENCE_BAR):  # the plots' bars and kept squares
+        assert [b for b in bands(image, colour) if b[0] > header[1]], colour
+
+
+LOST_BAR = (0xC0, 0x39, 0x2B)
+OVER_BAR = (0xDD, 0x84, 0x52)
+REFERENCE_BAR = (0x55, 0xA8, 0x68)
+
+
+def test_a_finding_no_verified_bundle_supports_is_not_shown(site: Path):
+    """The small site holds a sweep bundle that loses the forced token, but no deployment
+    matrix, no tie rows of FlashInfer's sampler and no PyTorch path: one finding only."""
+    parsed = front_page_text((site / "index.html").read_text("utf-8"))
+    assert list(parsed.sections) == ["finding-forced-lost"]
+    assert "vLLM 0.31.0's split top-p kernel loses the forced token on 72 of 90 forced " \
+        "rows" in _said(parsed, "finding-forced-lost")
+
+
+def test_a_tampered_bundle_supports_no_finding(findings_site: Path, tmp_path: Path):
+    """The same evidence with the deployment matrix's rows altered after signing: refused,
+    so 0.33.0's finding goes (the others stay)."""
+    evidence = tmp_path / "evidence"
+    for bundle, key in FINDING_BUNDLES.items():
+        if "deploy-vllm-0.33.0" in bundle or "sweep-vllm-0.30.0" in bundle:
+            shutil.copytree(ROOT / "evidence" / bundle, evidence / bundle)
+            (evidence / key).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / "evidence" / key, evidence / key)
+    rows = evidence / "deploy/bundles/deploy-vllm-0.33.0-cuda/results/rows.json"
+    text = rows.read_text("utf-8")
+    assert '"kept":128256' in text
+    rows.write_text(text.replace('"kept":128256', '"kept":128255', 1), "utf-8")
+    out = tmp_path / "out"
+    assert main(["site", str(evidence), "--out", str(out), "--workers", "2"]) == 0
+    parsed = front_page_text((out / "index.html").read_text("utf-8"))
+    assert list(parsed.sections) == ["finding-forced-lost"]
 
 
 SITE_ENV = "TOPP_GATE_SITE"
