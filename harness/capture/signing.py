@@ -123,7 +123,7 @@ def check_key_file(path: Path) -> None:
                                                          MAX_KEY_FILE_BYTES))
         raise UsageError(f"key file {printable(path)} is accessible by group or others (mode "
                          f"{stat.S_IMODE(info.st_mode):04o}); run: chmod 600 "
-                         f"{printable(path)}")
+                         f"{printable(shlex.quote(str(path)))}")
 
 
 def public_key_beside(path: Path) -> Ed25519PublicKey | None:
@@ -160,15 +160,22 @@ def _refuse_public_key(path: Path, data: bytes) -> None:
     if beside != path and beside.is_file():
         how = f"give its private half: --key {shlex.quote(str(beside))}"
     else:
-        how = f"make a key pair: {keygen_command(path)} (then give --key PREFIX{PRIVATE_SUFFIX})"
+        command = keygen_command(path)
+        how = (f"make a key pair with '{command}' and give --key "
+               f"{shlex.quote(keygen_prefix(path) + PRIVATE_SUFFIX)}")
     raise UsageError(f"{printable(path)} holds a public key{shown}, not a private key; sign "
                      f"with the private key: {printable(how)}")
 
 
 def keygen_command(near: Path) -> str:
-    """``topp-gate keygen --out PREFIX`` for a PREFIX beside ``near`` (its name without
-    ``.key``/``.pub``) whose two files do not exist yet, so the command works as printed
-    (keygen never overwrites): PREFIX, else PREFIX-2, PREFIX-3 ..."""
+    """``topp-gate keygen --out PREFIX`` for :func:`keygen_prefix` of ``near``."""
+    return f"topp-gate keygen --out {shlex.quote(keygen_prefix(near))}"
+
+
+def keygen_prefix(near: Path) -> str:
+    """A PREFIX beside ``near`` (its name without ``.key``/``.pub``) whose two files do not
+    exist yet, so ``keygen --out PREFIX`` works as printed (keygen never overwrites):
+    PREFIX, else PREFIX-2, PREFIX-3 ..."""
     text = str(near)
     for suffix in (PRIVATE_SUFFIX, PUBLIC_SUFFIX):
         if text.endswith(suffix):
@@ -178,7 +185,7 @@ def keygen_command(near: Path) -> str:
             or os.path.isdir(candidate):
         number += 1
         candidate = f"{text}-{number}"
-    return f"topp-gate keygen --out {shlex.quote(candidate)}"
+    return candidate
 
 
 def key_paths_unchecked(prefix: str) -> tuple[str, str]:

@@ -75,12 +75,10 @@ def _require_key(key: Path) -> None:
         return
     import shlex
 
-    from ..capture.signing import keygen_command
+    from ..capture.signing import PRIVATE_SUFFIX, keygen_command, keygen_prefix
 
-    command = keygen_command(key)
-    prefix = command.split(" --out ", 1)[1]
-    written = shlex.split(prefix)[0] + ".key"
-    how = f"make one with '{command}'"
+    written = keygen_prefix(key) + PRIVATE_SUFFIX
+    how = f"make one with '{keygen_command(key)}'"
     if written != str(key):
         how += f" and pass --key {shlex.quote(written)}"
     raise UsageError(f"no signing key at {printable(key)}: {how} (a new Ed25519 key pair; "

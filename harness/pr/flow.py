@@ -219,7 +219,8 @@ def check_patch_shape(data: bytes) -> None:
         named = ", ".join(printable(f) for f in dict.fromkeys(files))
         raise UsageError(f"patch: it changes {len(files)} files ({named}); 'pr --patch' gates "
                          f"one file, the kernel {kernel}: give a diff of that file alone "
-                         f"(git diff BASE -- {kernel}), or the whole change as --change TREE")
+                         f"(in the changed vLLM checkout: git diff -- {kernel}), or the whole "
+                         "change as --change TREE")
     if not hunks:
         raise UsageError("patch: no hunks found (expected a unified diff of the kernel file "
                          f"{kernel})")
