@@ -31,6 +31,20 @@ for arg in "$@"; do
     --out) out=$arg ;;
     --key) key=$arg ;;
   esac
+  # `topp-gate run` (argparse) would take an abbreviation such as --man X for --manifest X,
+  # past this wrapper's own reading of the options (and so past the FlashInfer refusal
+  # below, issue 38): an abbreviation of an option read here is refused, in one line
+  case "$prev:$arg" in
+    --manifest:* | --backend:* | --out:* | --key:* | --sources:*) ;;
+    *:--?*)
+      for full in --manifest --backend --out --key --sources --help; do
+        if [ "${arg%%=*}" != "$full" ] && [ "${full#"${arg%%=*}"}" != "$full" ]; then
+          say "${arg%%=*}: give options as full names ($full): the Nix gate reads $full itself"
+          exit 2
+        fi
+      done
+      ;;
+  esac
   case "$arg" in
     -h | --help) exec topp-gate run --help ;;
     --manifest=*) manifest=${arg#*=} ;;

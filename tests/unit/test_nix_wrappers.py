@@ -379,3 +379,30 @@ def test_gate_escapes_a_family_name_it_refuses(user: dict[str, Path], tmp_path: 
     done = run([str(script), "--manifest", str(manifest)], user)
     assert done.returncode == 2
     assert "\x1b" not in done.stderr and "evil??2J" in done.stderr
+
+
+@pytest.mark.parametrize("wrapper", ["gate", "gate-interpreter"])
+def test_an_abbreviated_option_cannot_pass_the_gate_by(
+    user: dict[str, Path], tmp_path: Path, wrapper: str
+) -> None:
+    """argparse takes --man X for --manifest X (issue 38): the wrapper, which reads
+    --manifest itself to refuse FlashInfer, refuses every abbreviation of an option it reads,
+    before it makes a key or a folder, in one line, exit 2."""
+    assert FLASHINFER_MANIFESTS, "the committed FlashInfer manifests moved"
+    manifest = str(FLASHINFER_MANIFESTS[0])
+    values = {"manifests": str(user["store"] / "manifests"), "vllmSources": str(tmp_path),
+              "cc": shutil.which("cc") or "cc"}
+    text = gate_text(values) if wrapper == "gate" else gate_interpreter_text(values)
+    script = write_application(user["bin"] / wrapper, text, [tool_dir()])
+    for argv in (["--man", manifest], [f"--manif={manifest}"], ["--m", manifest],
+                 ["--k", str(tmp_path / "x.key"), "--manifest", manifest],
+                 ["--ou", str(tmp_path / "out")], ["--source", str(tmp_path)], ["--he"]):
+        done = run([str(script), *argv], user)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "give options as full names" in done.stderr, done.stderr
+    # full names are read as before: the FlashInfer manifest is refused for what it is
+    done = run([str(script), "--manifest", manifest], user)
+    assert done.returncode == 2 and "runs only the vLLM kernel families" in done.stderr
+    assert not user["config"].exists(), "no key is made for a refused invocation"
+    assert list(user["cwd"].iterdir()) == []
