@@ -396,7 +396,9 @@ def test_triton_bin_honours_triton_libcuda_path_through_the_overlay() -> None:
     assert isinstance(post, str)
     assert "triton/backends/nvidia/driver.py" in post
     assert re.search(r"cat /nix/store/[0-9a-z]{32}-triton_libcuda\.py >> \"\$driver\"", post)
-    assert "grep -q '^def libcuda_dirs'" in post
+    # the build checks what libcuda_dirs() means before appending (issue 38)
+    assert re.search(r"/nix/store/[0-9a-z]{32}-triton_libcuda_check\.py \"\$driver\" "
+                     r"/nix/store/[0-9a-z]{32}-triton_libcuda\.py", post)
 
 
 @needs_nix
@@ -681,9 +683,15 @@ def test_triton_libcuda_overlay_makes_a_hard_coded_driver_honour_the_variable(
     assert hard_coded.libcuda_dirs() == "/run/opengl-driver/lib/libcuda.so"  # type: ignore[attr-defined]
 
     fixed = _load_driver(patched + appended, tmp_path, "driver_fixed")
-    assert fixed.libcuda_dirs() == "/run/opengl-driver/lib/libcuda.so"  # type: ignore[attr-defined]
+    # a file path where callers take a list of folders is refused, named (issue 38)
+    with pytest.raises(RuntimeError, match="not a list of folders"):
+        fixed.libcuda_dirs()  # type: ignore[attr-defined]
     fixed.libcuda_dirs.cache_clear()  # type: ignore[attr-defined]
+    (tmp_path / "links").mkdir()
     monkeypatch.setenv("TRITON_LIBCUDA_PATH", str(tmp_path / "links"))
+    with pytest.raises(RuntimeError, match="holds no libcuda.so.1"):
+        fixed.libcuda_dirs()  # type: ignore[attr-defined]
+    (tmp_path / "links" / "libcuda.so.1").write_bytes(b"")
     assert fixed.libcuda_dirs() == [str(tmp_path / "links")]  # type: ignore[attr-defined]
     # every caller in the module sees the wrapped function
     assert str(tmp_path / "links") in fixed.library_dirs()  # type: ignore[attr-defined]
@@ -691,6 +699,38 @@ def test_triton_libcuda_overlay_makes_a_hard_coded_driver_honour_the_variable(
     upstream = _load_driver(original + appended, tmp_path, "driver_upstream")
     assert upstream.libcuda_dirs() == [str(tmp_path / "links")]  # type: ignore[attr-defined]
     assert "_topp_gate_nixpkgs_libcuda_dirs" not in original
+
+
+def test_the_overlay_checks_what_libcuda_dirs_means_not_only_its_name(tmp_path: Path) -> None:
+    """nix/triton-libcuda.nix's build-time check (issue 38): later nixpkgs' triton-bin keeps
+    the name `libcuda_dirs` but returns one file path; the old check (grep for the name)
+    passed that, nix/triton_libcuda_check.py fails the build, naming the return."""
+    triton = pytest.importorskip("triton")
+    driver = Path(triton.__file__).parent / "backends" / "nvidia" / "driver.py"
+    check = ROOT / "nix" / "triton_libcuda_check.py"
+    appended = ROOT / "nix" / "triton_libcuda.py"
+    patched = driver.read_text()
+    for old, new in NIXPKGS_LATER_TRITON_BIN_PATCH:
+        patched = patched.replace(old, new)
+    (tmp_path / "later.py").write_text(patched)
+    assert re.search(r"^def libcuda_dirs", patched, re.M), "the name alone still matches"
+    ok = subprocess.run([sys.executable, str(check), str(driver), str(appended)],  # noqa: S603
+                        capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    later = subprocess.run([sys.executable, str(check), str(tmp_path / "later.py"),  # noqa: S603
+                            str(appended)], capture_output=True, text=True, check=False)
+    assert later.returncode == 1
+    assert "returns a string, not a list of folders" in later.stderr
+    assert "'/run/opengl-driver/lib/libcuda.so'" in later.stderr
+    # the wrapper alone: a folder without libcuda.so.1, or a string from nixpkgs, is refused
+    broken = tmp_path / "no-check.py"
+    broken.write_text(appended.read_text().replace("if not _os.path.exists",
+                                                   "if False and _os.path.exists"))
+    refused = subprocess.run([sys.executable, str(check), str(driver), str(broken)],  # noqa: S603
+                             capture_output=True, text=True, check=False)
+    assert refused.returncode == 1 and "without libcuda.so.1" in refused.stderr
+    assert "triton_libcuda_check.py" in (ROOT / "nix" / "triton-libcuda.nix").read_text()
+    assert "grep -q '^def libcuda_dirs'" not in (ROOT / "nix" / "triton-libcuda.nix").read_text()
 
 
 @pytest.mark.parametrize(
