@@ -1,7 +1,7 @@
 """``topp-gate verify DIR [--pubkey PUB] [--strict] [--frozen-manifest PATH] [--require-rules
 ID] [--require-library-binding] [--require-base SPEC] [--require-change SPEC] [--require-patch
-DIFF] [--require-isolation] [--json] [--junit OUT] [--vsa OUT --vsa-key KEY] [--regenerate]``:
-offline check."""
+DIFF] [--require-isolation] [--json] [--junit OUT] [--vsa OUT --vsa-key KEY [--vsa-verifier-id
+URI]] [--regenerate] [--workers N]``: offline check."""
 
 from __future__ import annotations
 
