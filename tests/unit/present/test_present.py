@@ -142,14 +142,34 @@ def test_every_page_escapes_evidence_and_holds_no_script(tmp_path: Path):
 
 def test_the_front_page_grid_colours_cells_by_verdict(tmp_path: Path):
     model = _model()
+    quiet = tuple(Row(r.case, r.row, r.kind, (), r.oracle, r.kept, r.mass_outside,
+                      r.mass_dropped) for r in model.rows)
     passing = BundleModel(**{**model.__dict__, "path": "evidence/sweep/bundles/p",
-                             "verdict": "PASS"})
+                             "verdict": "PASS", "rows": quiet})
     html = site.index_page(Evidence([model, passing, RefusedBundle("evidence/x", "bundles",
                                                                    "bad_signature", "no")]))
     grid = html[html.index('<table id="grid">'):]
     grid = grid[:grid.index("</table>")]
     assert 'class="v-mixed"' in grid  # one STOP and one PASS in the same cell
     assert 'class="v-refused"' in grid and "did not verify" in grid
+    assert "nothing broke: p" in grid  # a cell names what broke there
+
+
+def test_a_path_column_is_stop_only_where_a_row_on_that_path_stopped():
+    model = _model()
+    side = Side("vllm-triton", "0.33.0", "split", ("monolithic", "split"), "ok", "")
+    split = Row("a", 0, "ordinary", ("under_keep",), 10, {"stock": 9, "patched": 9},
+                {}, {})
+    mono = Row("b", 0, "ordinary", (), 10, {"stock": 10, "patched": 10}, {}, {})
+    b = BundleModel(**{**model.__dict__, "sides": {"stock": side, "patched": side},
+                       "cases": (Case("a", {"stock": "split", "patched": "split"}, {}),
+                                 Case("b", {"stock": "monolithic", "patched": "monolithic"},
+                                      {})), "rows": (split, mono)})
+    html = site.index_page(Evidence([b]))
+    grid = html[html.index('<table id="grid">'):]
+    cells = re.findall(r'<td class="(v-[a-z]+)"><a[^>]*>([^<]*)</a>', grid)
+    assert [(c, t.split(":")[0]) for c, t in cells] == [("v-pass", "nothing broke"),
+                                                        ("v-stop", "under_keep")]
 
 
 def test_the_presentation_wing_imports_no_torch():
@@ -206,3 +226,40 @@ def test_a_refused_mutation_run_page_shows_only_its_reason(tmp_path: Path):
     page = site.mutation_page(RefusedRun(f"evidence/mutation/{HOSTILE}", "bad_signature",
                                          HOSTILE))
     assert "refused" in page and "Kill table" not in page and "<script" not in page
+
+
+def test_a_pull_request_page_opens_with_its_answer():
+    model = _model()
+    side = Side("vllm-triton", "0.33.0", "split", ("split",), "ok", "")
+    broken = Row("a", 0, "ordinary", ("under_keep",), 10, {"stock": 10, "patched": 9}, {}, {})
+    defect = Row("b", 0, "forced", ("count_bound",), 1, {"stock": 8001, "patched": 8000},
+                 {}, {})
+    same = Row("b", 1, "ordinary", (), 5, {"stock": 5, "patched": 5}, {}, {})
+    b = BundleModel(**{
+        **model.__dict__, "name": "pr-cuda-v4", "sides": {"stock": side, "patched": side},
+        "cases": (Case("a", {"stock": "split", "patched": "split"}, {}),
+                  Case("b", {"stock": "monolithic", "patched": "monolithic"}, {})),
+        "rows": (broken, defect, same), "rows_total": 3, "rows_stopped": 1,
+        "broken_rows": {"under_keep": ["a[0]"]},
+        "base_defects": {"rows": 1, "reasons": {"count_bound": 1}},
+        "base_defect_rows": ({"row": "b[0]", "faults": ["count_bound"], "altered": True},),
+        "kept_changed": (0, 1),
+        "compared": {"stock": {"family": "vllm-triton", "version": "0.33.0",
+                               "pin": "pins/vllm-0.33.0.json"},
+                     "patched": {"family": "vllm-triton", "version": "0.33.0",
+                                 "patch_sha256": "ab" * 32}}})
+    page = site.bundle_page(b)
+    answer = page[page.index('<section class="answer"'):page.index("</section>")]
+    assert page.index('<section class="answer"') < page.index("What was compared")
+    text = re.sub(r"<[^>]+>", "", answer)
+    assert "STOP: the change broke 1 of 3 rows (reasons: under_keep)." in text
+    assert "base: vllm-triton 0.33.0, pin pins/vllm-0.33.0.json" in text
+    assert "change: vllm-triton 0.33.0" in text and "patch abababababababab" in text
+    assert "2 of 3 rows keep a different set of tokens" in text
+    assert "(1 of them rows the base did not already fail)" in text
+    assert "the change altered 1 of them" in text
+    row = re.search(r'<table id="broken">.*?</table>', answer, re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
+    assert [re.sub(r"<[^>]+>", "", c) for c in cells] == [
+        "a[0]", "under_keep", "split / split", "10", "10", "9"]
