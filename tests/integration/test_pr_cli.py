@@ -108,8 +108,17 @@ def test_a_harmful_diff_stops_and_a_harmless_one_passes_reusing_the_base(
     stopped = [r for r in _predicate(first / "bundle")["rows"] if r["stops"]]
     assert out.startswith(f"STOP: the change broke {len(stopped)} of 4 rows")
     assert "traffic-near-uniform-v2048[0]" in {f"{r['case']}[{r['row']}]" for r in stopped}
-    for r in stopped:  # every broken row by case[row], reasons and dispatch path
-        assert f"  {r['case']}[{r['row']}]  {','.join(r['stops'])}  split\n" in out
+    for r in stopped:  # every broken row by case[row], reasons, dispatch path, kept counts
+        assert (f"  {r['case']}[{r['row']}]  {','.join(r['stops'])}  split  kept: oracle "
+                f"{r['oracle']['count']}, base {r['stock']['kept']}, change "
+                f"{r['patched']['kept']}\n") in out
+    changed = _changed_rows(first / "bundle")
+    right = sum(1 for r in _predicate(first / "bundle")["rows"]
+                if f"{r['case']}[{r['row']}]" in changed
+                and r["diagnostics"]["base_defect"] is False)
+    assert changed and (f"outputs: {len(changed)} of 4 rows differ from the base's; {right} "
+                        "of them are rows the base got right\n") in out
+    assert f"report: {first / 'bundle' / 'report.md'}\n" in out
     assert "base: ran; its verified side is kept" in out
     assert f"bundle: {first / 'bundle'} (verified" in out
     assert "stock and patched on interpreter at once" in err
@@ -117,8 +126,16 @@ def test_a_harmful_diff_stops_and_a_harmless_one_passes_reusing_the_base(
     assert {p.name for p in first.iterdir()} == {"pins", "change.diff", "pr.json",
                                                  "pr.json.sha256", "bundle"}
     assert main(["verify", str(first / "bundle"), "--pubkey", str(PUB),
-                 "--frozen-manifest", str(first / "pr.json")]) == 1  # a verified STOP
-    capsys.readouterr()
+                 "--frozen-manifest", str(first / "pr.json"), "--json"]) == 1  # verified STOP
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    assert (changes["rows_changed"], changes["rows_changed_base_right"]) == (len(changed),
+                                                                             right)
+    assert [b["row"] for b in changes["broken"]] == [f"{r['case']}[{r['row']}]"
+                                                      for r in stopped]
+    assert changes["broken"][0]["kept"] == {"oracle": stopped[0]["oracle"]["count"],
+                                            "base": stopped[0]["stock"]["kept"],
+                                            "change": stopped[0]["patched"]["kept"]}
+    assert changes["report"] == "report.md" and changes["base_failed"] is None
 
     harmless = _diff(tmp_path, "comment.diff", "# the logit-space pivot rounds to M",
                      "# the pivot in logit space rounds to M")
@@ -142,6 +159,23 @@ def test_a_harmful_diff_stops_and_a_harmless_one_passes_reusing_the_base(
 
     # a kept base is checked again when reused: one flipped bit and it is not used
     _tampered_entry_is_not_reused(tmp_path, first / "bundle")
+
+
+def _changed_rows(bundle: Path) -> set[str]:
+    """case[row] of every row whose output bytes differ between the two sides."""
+    from cryptography.hazmat.primitives import serialization
+
+    from harness.core.bundle import output_name
+    from harness.core.verify import open_bundle
+
+    view = open_bundle(bundle, serialization.load_pem_public_key(PUB.read_bytes()))
+    changed = set()
+    for case in json.loads((bundle / "cases.json").read_bytes())["cases"]:
+        width = 4 * case["vocab"]
+        sides = [view.raw(output_name(s, case["id"])) for s in ("stock", "patched")]
+        changed |= {f"{case['id']}[{n}]" for n in range(case["batch"])
+                    if sides[0][n * width:(n + 1) * width] != sides[1][n * width:(n + 1) * width]}
+    return changed
 
 
 def _tampered_entry_is_not_reused(tmp_path: Path, bundle: Path) -> None:
