@@ -126,8 +126,8 @@ def forced_lost(bundles: Sequence[BundleModel]) -> Finding | None:
              for v, (_, h, f) in sorted(fixed.items(), key=lambda kv: _version_key(kv[0]))
              if v not in per]
     plot = svg.hbars("forced rows where the forced token was lost, per release",
-                     "forced rows that lost the forced token (bar) of the bundle's forced "
-                     "rows (tick)", bars, marker="forced rows in the bundle") or ""
+                     "lost forced rows (bar) of all forced rows (tick)", bars,
+                     marker="forced rows in the bundle") or ""
     links = []
     for v in losing:
         b, lost, _ = per[v]

@@ -283,6 +283,8 @@ def _headline(b: BundleModel) -> str:
     """A bundle in its manifest's own words: its name and its description's first sentence
     (plain text: the caller escapes it)."""
     first = b.description.split(". ", 1)[0].rstrip(".")
+    if first.startswith(f"{b.name}:") or first == b.name:
+        return first
     return f"{b.name}: {first}" if first else b.name
 
 
@@ -340,7 +342,7 @@ def _answer(b: BundleModel) -> list[str]:
         right = sum(1 for i in b.kept_changed if b.rows[i].label not in defects)
         out.append(f'<li id="changed">{len(b.kept_changed)} of {b.rows_total} rows keep a '
                    "different set of tokens under the change than under the base"
-                   + (f" ({right} of them rows the base did not already fail)"
+                   + (f" ({right} of them rows the base got right)"
                       if b.kept_changed else "") + "</li>")
     out.append(f"<li>base defects (rows the base already fails): "
                f"{_e(b.base_defects.get('rows', 0))}; the change altered {len(altered)} of "
@@ -456,7 +458,7 @@ def bundle_page(b: BundleModel) -> str:
          + ("" if clean is None else f" ({'clean' if clean else 'with local changes'})")),
         ("kernel library binding", _e(b.library_binding)),
         ("committed as", _e(b.archive or "a bundle folder"))])]
-    return _page(f"{b.name}: {b.verdict}", body, up="../")
+    return _page(f"{_headline(b)}: {b.verdict}", body, up="../")
 
 
 def _num(value: int | None) -> str:
