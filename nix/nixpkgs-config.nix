@@ -5,12 +5,14 @@
 # What each setting does, for the packages we use (docs/nix.md cites the nixpkgs files):
 # - allowUnfree: needed. torch-bin and triton-bin are PyTorch's CUDA wheels, linked
 #   against NVIDIA's unfree CUDA libraries from cudaPackages.
-# - cudaSupport, cudaCapabilities: NOT read by torch-bin or triton-bin. Their kernels are
-#   whatever PyTorch and Triton compiled into the wheels (torch's wheel covers 9.0 among
-#   others; Triton compiles the vLLM kernels at run time for the GPU it finds). They take
-#   effect only for packages built from source with CUDA, such as nixpkgs' `torch` and
-#   `triton`, if a later change uses them instead: then code for compute capability 9.0
-#   (Hopper: H100, H200, the GPUs the evidence was measured on) only.
+# - cudaSupport, cudaCapabilities: not read by torch-bin or triton-bin themselves (their
+#   kernels are what PyTorch and Triton put in the wheels; Triton compiles the vLLM kernels
+#   at run time for the GPU it finds), but cudaCapabilities DOES change the GPU closure:
+#   torch-bin's buildInputs hold cudaPackages.nccl, which nixpkgs builds from source with
+#   nvcc for exactly these capabilities (NVCC_GENCODE). So [ "9.0" ] (Hopper: H100, H200,
+#   the GPUs the evidence was measured on) makes NCCL compile locally and no public cache
+#   holds it (docs/nix.md "Which Python, torch and Triton"; the stub models it and
+#   tests/unit/test_flake.py checks that the capability reaches torch-bin's NCCL).
 {
   allowUnfree = true;
   cudaSupport = true;

@@ -39,6 +39,7 @@ let
     ++ under "python3Packages" pkgs.python3Packages
     ++ under "lib.licenses" pkgs.lib.licenses
     ++ under "lib.fileset" pkgs.lib.fileset
+    ++ under "cudaPackages" pkgs.cudaPackages
     ++ nested;
   absentFromStub = builtins.filter (p: !exists p) nested;
   unlisted = builtins.filter (p: !builtins.elem p listed) offered;

@@ -233,10 +233,13 @@ let
         # pkgs/development/python-modules/torch/bin/default.nix: PyTorch's CUDA wheel on
         # x86_64-linux, its CUDA libraries from cudaPackages whatever config.cudaSupport
         # says; license includes unfreeRedistributable.
+        # buildInputs there include cudaPackages.nccl (with cuda_cudart, cudnn, libcublas,
+        # ...: not faked), read at 02e4aeed: so cudaCapabilities reaches torch-bin's closure
         torch-bin = buildPythonPackage {
           pname = "torch";
           version = "bin-stub";
           meta.unfree = true;
+          buildInputs = [ pkgs.cudaPackages.nccl ];
         };
         # pkgs/development/python-modules/triton/bin.nix: the upstream wheel, ptxas from
         # cudaPackages.cuda_nvcc; unfreeRedistributable.
@@ -366,6 +369,20 @@ let
                 && builtins.any (m: rel == m || hasPrefix "${m}/" rel || hasPrefix "${rel}/" m) members;
             };
       };
+    # pkgs/development/cuda-modules/packages/nccl.nix: NCCL built from source by nvcc with
+    # makeFlags NVCC_GENCODE=${flags.gencodeString}, the gencode of config.cudaCapabilities
+    # (pkgs/development/cuda-modules/_cuda/.../flags: -gencode=arch=compute_XY,code=sm_XY per
+    # capability and the PTX of the last one)
+    cudaPackages.nccl =
+      let
+        caps = map (c: builtins.replaceStrings [ "." ] [ "" ] c) evaluatedConfig.cudaCapabilities;
+        last = builtins.elemAt caps (builtins.length caps - 1);
+        gencodeString = builtins.concatStringsSep " " (
+          map (c: "-gencode=arch=compute_${c},code=sm_${c}") caps
+          ++ (if caps == [ ] then [ ] else [ "-gencode=arch=compute_${last},code=compute_${last}" ])
+        );
+      in
+      fake "nccl-stub" { makeFlags = [ "NVCC_GENCODE=${gencodeString}" ]; };
     # pkgs/top-level/all-packages.nix
     pythonPackagesExtensions = [ ];
     python3 = python3For self;

@@ -360,6 +360,18 @@ def test_the_gpu_side_gets_the_cuda_config_and_the_cpu_side_nothing_unfree() -> 
         ("triton", "bin-stub"),
     ]
     assert all("cudaSupport" not in a and "cudaCapabilities" not in a for a in kernel)
+    # ... but the capabilities reach torch-bin's closure through cudaPackages.nccl, built
+    # from source for them (issue 38; docs/nix.md): the GPU closure is not the cached one
+    nccl = _eval(
+        "map (d: d.stubAttrs.makeFlags) (builtins.head (builtins.filter (p: "
+        'p.stubAttrs.pname or null == "torch") '
+        "out.packages.x86_64-linux.gpu-env.packages)).stubAttrs.buildInputs"
+    )
+    assert nccl == [["NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90 "
+                     "-gencode=arch=compute_90,code=compute_90"]]
+    torch_bin = ('(import ./nix/stub {{ system = "x86_64-linux"; config = {{ allowUnfree = true; '
+                 'cudaCapabilities = [ {} ]; }}; }}).python3Packages.torch-bin.drvPath')
+    assert _eval(torch_bin.format('"9.0"')) != _eval(torch_bin.format('"8.0" "9.0"'))
     # the CPU tests: source-built torch and triton without CUDA, from a nixpkgs that
     # refuses unfree packages (so no CUDA redistributable can be in that closure)
     tests = _eval(
