@@ -409,3 +409,22 @@ def test_the_whole_committed_evidence_site_loads_in_chromium(tmp_path: Path):
         dom, console = console_lines(page, tmp_path / "profile")
         assert console == [], f"{page.relative_to(site)}: {console}"
         assert 'id="title"' in dom and "</main>" in dom, page
+        if page.name == "index.html":  # the four findings, as chromium renders them
+            parsed = front_page_text(dom)
+            assert list(parsed.sections) == list(FINDINGS)
+            for key, sentences in COMMITTED_SAID.items():
+                for sentence in sentences:
+                    assert sentence in _said(parsed, key), key
+                assert parsed.svgs.get(key) == 1, key
+
+
+# what the committed evidence's front page says (README's findings, with their figures)
+COMMITTED_SAID = {
+    **SAID,
+    "finding-forced-lost": (
+        "vLLM 0.30.0, 0.31.0 and 0.32.0's split top-p kernel loses the forced token on 72 of "
+        "90 forced rows each (the whole row masked: 0 tokens kept), every forced row with a "
+        "forced logit of 1e10 or more",
+        "0.17.0 to 0.29.0 never lose it on the same rows.",
+        "0.33.0 (the fix) keeps the forced token on 90 of 90 forced rows."),
+}
