@@ -183,12 +183,20 @@ def _grid(ev: Evidence) -> list[str]:
             broke = [_broke_on(b, p) if isinstance(b, BundleModel) else None for b in found]
             verdicts = ["refused" if r is None else "STOP" if r else "PASS" for r in broke]
             links = "".join(f'<a href="{_e(_bundle_href(b))}">{_e(_said_broke(r))}: '
-                            f"{_e(b.path.rsplit('/', 1)[-1])}</a>"
+                            f"{_e(_short(b))}</a>"
                             for b, r in zip(found, broke, strict=True))
             tds.append(f'<td class="{_verdict_class(verdicts)}">{links}</td>')
         out.append(f"<tr><th>{_e(family)}</th><th>{_e(version)}</th>{''.join(tds)}</tr>")
     out += ["</table>", "</div>"]
     return out
+
+
+def _short(b: BundleModel | RefusedBundle) -> str:
+    """A bundle's name in a grid cell: its folder, or inside an archive its path there
+    (``pr-harmful/bundle``, never a bare ``bundle``)."""
+    if b.archive and b.path.startswith(b.archive + "/"):
+        return b.path[len(b.archive) + 1:]
+    return b.path.rsplit("/", 1)[-1]
 
 
 def _said_broke(reasons: tuple[str, ...] | None) -> str:
