@@ -642,9 +642,20 @@ def regression_v2_lines(inputs: ReportInputs, text: Callable[[str], str]) -> lis
     defects = defects if isinstance(defects, Mapping) else {"rows": 0, "reasons": {}}
     lines = ["## Base defects (the base already fails these rows; never a pass of the base)",
              ""]
+    # rows the base has no output for (it crashed, timed out...): the base's failure, never
+    # the change's (issue 37); only such bundles read differently from before
+    base_down = Counter(str(r.get(SIDES[0], {}).get("status", "missing")) for r in inputs.rows
+                        if r.get(SIDES[0], {}).get("status") != "ok")
+    if base_down:
+        lines += [f"The base (stock) did not run on {sum(base_down.values())} of "
+                  f"{len(inputs.rows)} rows ({_counts(dict(sorted(base_down.items())))}): "
+                  "it has no output there to judge, so those rows stop for the base's "
+                  "failure; they are no verdict on the change.", ""]
     defect_rows = [r for r in inputs.rows if r["diagnostics"].get("stock_faults")]
     if not defect_rows:
-        lines += ["The base (stock) fails no row judged alone against the oracle.", ""]
+        lines += ["The base (stock) fails no row it ran, judged alone against the oracle."
+                  if base_down else
+                  "The base (stock) fails no row judged alone against the oracle.", ""]
     else:
         altered = sum(bool(r["diagnostics"].get("altered")) for r in defect_rows)
         lines += [f"The base (stock) fails {defects['rows']} of {len(inputs.rows)} rows judged "
@@ -667,7 +678,9 @@ def regression_v2_lines(inputs: ReportInputs, text: Callable[[str], str]) -> lis
                           ", ".join(r["stops"]) or "none"]
                          for r in defect_rows))
         lines += [""]
-    lines += ["## Rows the change broke", ""]
+    lines += ["## Rows the change broke" if not base_down else
+              "## Rows stopped (the base did not run on some: those are the base's failure)",
+              ""]
     broken = inputs.verdict.get("broken_rows")
     if not isinstance(broken, Mapping) or not broken:
         return lines + ["The change broke no row.", ""]
