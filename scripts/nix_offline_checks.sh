@@ -21,6 +21,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
 if [ -z "${TOPP_GATE_NIX_TIER_PASS:-}" ]; then
+  # what `nix run github:OWNER/topp-gate#...` downloads: GitHub's tarball, made as
+  # `git archive` makes it (.gitattributes export-ignores the evidence bulk; docs/nix.md)
+  if git rev-parse --verify -q HEAD > /dev/null 2>&1; then
+    size=$(git archive --format=tar HEAD | wc -c)
+    echo "== the flake source a github: reference fetches (git archive HEAD): $size bytes ($((size / 1048576)) MiB; limit 64 MiB)"
+    if [ "$size" -gt $((64 * 1048576)) ]; then
+      echo "nix_offline_checks: git archive HEAD is over 64 MiB: export-ignore the bulk in .gitattributes" >&2
+      exit 1
+    fi
+  fi
   TOPP_GATE_NIX_TIER_PASS=old bash "$0" --nix-only
   newer=${TOPP_GATE_NEWER_NIX_PREFIX:-/opt/topp-gate-nix}/bin
   old_version=$(nix --version | awk '{print $NF}')
