@@ -176,17 +176,19 @@ def closure(names: Collection[str], read: Callable[[str], bytes], *,
 
 
 def unmet_imports(files: Collection[str], names: Collection[str], read: Callable[[str], bytes],
-                  package: str = "vllm") -> list[tuple[str, str, int]]:
+                  package: str = "vllm", compiled: Collection[str] | None = None,
+                  ) -> list[tuple[str, str, int]]:
     """(module, file, line) of each module of ``package`` that a closure file imports
     unconditionally (a statement of the module's own body: not under ``try``, ``if``, a
     function or a class) and that the file set neither holds (as a module or a package) nor
-    names as a compiled extension (:func:`compiled_modules`). Such an import fails when the
-    kernel is imported (issue 37: an exported tree has no ``.so`` file and no ``setup.py``,
-    so ``import vllm._C_stable_libtorch`` in ``vllm/platforms/cuda.py`` crashes both sides).
+    names as a compiled extension. Such an import fails when that file is imported (issue 37:
+    an exported tree has no ``.so`` file and no ``setup.py``, so on CUDA ``import
+    vllm._C_stable_libtorch`` in ``vllm/platforms/cuda.py`` crashed both sides).
     Only what is surely a module is checked: ``import X`` and the ``X`` of ``from X import
-    name`` (``name`` may be an attribute)."""
+    name`` (``name`` may be an attribute). ``compiled``: the compiled extensions' names
+    (a pin's placeholders), else those the file set names (:func:`compiled_modules`)."""
     names = set(names)
-    compiled = compiled_modules(names, read, package)
+    compiled = set(compiled) if compiled is not None else compiled_modules(names, read, package)
     unmet: list[tuple[str, str, int]] = []
     for path in sorted(files):
         if not path.endswith(".py"):

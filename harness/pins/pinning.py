@@ -34,7 +34,6 @@ from ..core.digest import sha256_file, sha256_hex
 from ..core.errors import SourcesError, UsageError
 from ..core.terminal import printable
 from . import safegit
-from .closure import unmet_imports
 from .pinfile import SOURCE_TREE, WHEEL, parse_pin_file, pin_bytes, pin_document
 from .sources import cache_root, write_tree
 
@@ -191,38 +190,9 @@ def pin_files(fileset: FileSet, version: str, family: families.Family | None = N
         raise SourcesError(f"vLLM {printable(version)} does not ship {family.kernel_path}; "
                            "nothing to pin")
     found = family.closure(fileset.names, fileset.read)
-    _refuse_unmet_imports(found.files, fileset, version, family)
     paths = set(found.files) | set(family.extra_files(fileset.names))
     files = {path: sha256_hex(fileset.read(path)) for path in sorted(paths)}
     return files, sorted(found.placeholders), sorted(found.third_party)
-
-
-def _refuse_unmet_imports(files: Collection[str], fileset: FileSet, version: str,
-                          family: families.Family) -> None:
-    """Refuse (exit 2) a file set whose kernel import cannot work: a closure file imports
-    a module of the package at module level that the set neither holds nor names as a
-    compiled extension (issue 37: an exported tree lacks the compiled-extension
-    placeholders, and both sides crashed with ModuleNotFoundError). Refused at pinning, so
-    no run blames the change for a base that cannot be imported."""
-    package = str(getattr(family, "package", "vllm"))
-    unmet = unmet_imports(files, fileset.names, fileset.read, package)
-    if not unmet:
-        return
-    module, path, line = unmet[0]
-    more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
-    stem = _wheel_stem(family.distribution)
-    shipped = sorted({n.split("/")[0][len(stem) + 1: -len(".dist-info")] for n in fileset.names
-                      if n.lower().startswith(f"{stem}-") and ".dist-info/" in n})
-    release = shipped[0] if version == "unknown" and len(shipped) == 1 else version
-    if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", release):
-        release = "X.Y.Z"
-    raise SourcesError(
-        f"{printable(package)} {printable(version)}: {printable(path)} line {line} imports "
-        f"{printable(module)}{more}, which this tree neither holds nor names as a compiled "
-        "extension (no .so file, no setup.py CMakeExtension), so the kernel cannot be "
-        "imported from it; an exported tree is read with --sources and a pin file, not "
-        f"pinned: pin the release ({printable(family.distribution)}=={printable(release)}) "
-        "or its wheel, or a source checkout with its setup.py")
 
 
 def pin(spec: str, out: Path, *, cache: Path | None = None,

@@ -290,6 +290,50 @@ def ensure_tree(pin_path: Path, cache: Path | None, say: Say,
         resolve_tree(side, cache=root)
 
 
+def check_importable(pin_path: Path, role: str, backend: str, cache: Path | None,
+                     sources: Path | None) -> None:
+    """Refuse (exit 2) a side whose kernel cannot be imported on ``backend``, before any
+    child runs (issue 37: two exported trees, which lack the compiled extensions' names,
+    crashed both sides with ModuleNotFoundError on CUDA and the answer blamed the change).
+    On CUDA the kernel imports ``vllm.platforms.cuda``, so every pinned file's unconditional
+    module-level import of the package must be a pinned file or one of the pin's
+    placeholders; Triton's interpreter uses the CPU platform, and a crash there is
+    reported as that side's failure."""
+    from ..pins.closure import unmet_imports
+    from ..pins.pinfile import load_pin_file
+    from ..pins.sources import cache_root, resolve_tree
+
+    if backend != "cuda":
+        return
+    pin = load_pin_file(pin_path)
+    side = pin.side("stock")
+    try:
+        tree = resolve_tree(side, cache=cache_root(cache), sources=sources)
+    except HarnessError:
+        return  # a missing tree is refused by name where it is read
+    files = sorted(side.files)
+    package = families.get(pin.family).package
+    unmet = unmet_imports(files, files, lambda rel: (tree / rel).read_bytes(), package,
+                          compiled=side.placeholders)
+    if not unmet:
+        return
+    module, path, line = unmet[0]
+    more = f" (and {len(unmet) - 1} more)" if len(unmet) > 1 else ""
+    shipped = sorted({f.split("/")[0][len(package) + 1: -len(".dist-info")] for f in files
+                      if f.startswith(f"{package}-") and ".dist-info/" in f})
+    release = side.version if side.version != "unknown" else (
+        shipped[0] if len(shipped) == 1 else "X.Y.Z")
+    dist = families.get(pin.family).distribution
+    raise UsageError(
+        f"the {role} ({printable(str(pin_path.name))}: {printable(dist)} "
+        f"{printable(release if release != 'X.Y.Z' else side.version)}) cannot be imported "
+        f"on CUDA: {printable(path)} line "
+        f"{line} imports {printable(module)}{more}, which the pinned tree neither holds nor "
+        "names as a compiled extension (an exported tree has no .so file and no setup.py); "
+        f"give the release instead ({printable(dist)}=={printable(release)}) or its wheel, "
+        "or run on the CPU with --backend interpreter")
+
+
 def check_family(base_pin: Path, change_pin: Path | None, matrix: str | None) -> str:
     """The family of the change; refused when the sides differ, or when no PR matrix holds
     rows for it and no --matrix was given."""
@@ -750,6 +794,9 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
         for pinned in (base_pin, change_pin):
             if pinned is not None:
                 ensure_tree(pinned, options.cache, say, options.sources)
+        for role, pinned in (("base", base_pin), ("change", change_pin)):
+            if pinned is not None:
+                check_importable(pinned, role, backend, options.cache, options.sources)
         patch = None
         if patch_bytes is not None:
             patch = out / "change.diff"

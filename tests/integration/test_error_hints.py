@@ -131,17 +131,23 @@ def test_a_two_file_diff_names_a_git_diff_that_makes_a_one_file_diff(tmp_path):
     check_patch_shape(pasted.stdout.encode())  # one file: accepted
 
 
-def test_an_exported_tree_names_the_release_to_pin_and_it_pins_offline(tmp_path):
-    export = Path("/tmp/topp-gate-test-export")
+def test_an_exported_tree_on_cuda_names_the_release_and_it_pins_offline(
+        tmp_path, signing_key, capsys, monkeypatch):
+    from harness.cli import main
     from harness.pins.sources import cache_root
+    from harness.pr import flow
 
+    export = Path("/tmp/topp-gate-test-export")
     trees = sorted(p for p in export.glob("*") if (p / "vllm").is_dir()) \
         if export.is_dir() else []
     if not trees:
         pytest.skip("no exported trees (topp-gate sources export)")
-    done = _topp_gate(tmp_path, "sources", "pin", str(trees[0]), "--out", "t.json")
-    assert done.returncode == 2, done.stderr
-    release = _hint(done.stderr, r"pin the release \((vllm==[0-9][^)\s]*)\)")
+    monkeypatch.setattr(flow, "choose_backend", lambda requested: "cuda")  # as on a GPU
+    assert main(["pr", str(trees[0]), "--change", str(trees[0]), "--key", str(signing_key),
+                 "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "cache")]) == 2
+    err = capsys.readouterr().err
+    release = _hint(err, r"give the release instead \((vllm==[0-9][^)\s]*)\)")
+    assert "--backend interpreter" in err
     version = release.split("==")[1]
     if not list((cache_root() / "wheels").glob(f"*/vllm-{version}-*.whl")):
         pytest.skip(f"the {release} wheel is not in the cache (this test runs offline)")

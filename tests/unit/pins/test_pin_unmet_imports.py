@@ -1,10 +1,13 @@
-"""A tree whose kernel import cannot work is refused at pinning (issue 37, item 4).
+"""A tree whose kernel cannot be imported on CUDA is refused before any child runs (issue 37,
+item 4).
 
 An exported tree (``sources export``) holds the closure's Python files but neither the
-compiled extensions' ``.so`` files nor ``setup.py``, so ``import vllm._C`` at the top of
-``vllm/platforms/cuda.py`` fails in the kernel child: both sides crashed and the answer
-blamed the change. Pinning such a tree is now refused with the module, file and line, and
-names what to pin instead; the same tree with its ``setup.py`` (or a wheel's ``.so``) pins.
+compiled extensions' ``.so`` files nor ``setup.py``, so its pin names no placeholder and
+``import vllm._C`` at the top of ``vllm/platforms/cuda.py`` fails in a CUDA kernel child:
+both sides crashed and the answer blamed the change. ``pr`` on CUDA now refuses such a pin
+with the module, file and line, naming the release to give instead; in Triton's interpreter
+the kernel uses the CPU platform, so the same tree runs there (docs/ci.md's recipes gate
+exported trees so). The same tree with its ``setup.py`` (or a wheel's ``.so``) passes.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.core.errors import SourcesError
+from harness.core.errors import UsageError
 from harness.pins import pinning
 from harness.pins.closure import unmet_imports
+from harness.pr import flow
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_pinning import FILES, _write_tree  # noqa: E402
@@ -27,21 +31,25 @@ SETUP_PY = b'ext_modules = [CMakeExtension(name="vllm._C")]\n'
 EXPORT = Path("/tmp/topp-gate-test-export")
 
 
-def test_an_exported_tree_without_the_compiled_names_is_refused_at_pinning(tmp_path, capsys):
-    tree = _write_tree(tmp_path / "tree", EXPORTED)
-    with pytest.raises(SourcesError, match=r"vllm/platforms/cuda.py line 1 imports vllm\._C,"):
-        pinning.pin(str(tree), tmp_path / "pin.json", cache=tmp_path / "cache")
-    assert main(["sources", "pin", str(tree), "--out", str(tmp_path / "pin.json"),
-                 "--cache", str(tmp_path / "cache")]) == 2
-    err = capsys.readouterr().err
-    assert "vllm==9.9.9" in err and "Traceback" not in err
-    assert not (tmp_path / "pin.json").exists()
+def _pin(tmp_path: Path, files: dict[str, bytes]) -> Path:
+    tree = _write_tree(tmp_path / "tree", files)
+    out = tmp_path / "pin.json"
+    pinning.pin(str(tree), out, cache=tmp_path / "cache")
+    return out
 
 
-def test_the_same_tree_with_its_setup_py_pins():
-    with_setup = {**EXPORTED, "setup.py": SETUP_PY}
-    assert unmet_imports(["vllm/platforms/cuda.py"], with_setup, with_setup.__getitem__) == []
-    assert unmet_imports(["vllm/platforms/cuda.py"], FILES, FILES.__getitem__) == []
+def test_an_exported_tree_is_refused_on_cuda_and_runs_in_the_interpreter(tmp_path):
+    pin = _pin(tmp_path, EXPORTED)
+    with pytest.raises(UsageError, match=r"the base \(pin.json: vllm 9.9.9\) cannot be imported "
+                       r"on CUDA: vllm/platforms/cuda.py line 1 imports vllm\._C,.*"
+                       r"\(vllm==9\.9\.9\).*--backend interpreter"):
+        flow.check_importable(pin, "base", "cuda", tmp_path / "cache", None)
+    flow.check_importable(pin, "base", "interpreter", tmp_path / "cache", None)
+
+
+def test_the_same_tree_with_its_setup_py_passes_on_cuda(tmp_path):
+    pin = _pin(tmp_path, {**EXPORTED, "setup.py": SETUP_PY})
+    flow.check_importable(pin, "base", "cuda", tmp_path / "cache", None)
 
 
 def test_only_unconditional_imports_of_the_package_count():
@@ -50,14 +58,17 @@ def test_only_unconditional_imports_of_the_package_count():
              b"if x:\n    import vllm._D\nfrom vllm import _E\nimport vllm.missing.mod\n"}
     assert unmet_imports(["vllm/platforms/cuda.py"], files, files.__getitem__) == [
         ("vllm.missing.mod", "vllm/platforms/cuda.py", 8)]
+    assert unmet_imports(["vllm/platforms/cuda.py"], FILES, FILES.__getitem__) == []
 
 
 @pytest.mark.skipif(not EXPORT.is_dir(), reason="no exported trees (topp-gate sources export)")
-def test_pr_of_two_exported_trees_is_refused_before_anything_runs(tmp_path, signing_key, capsys):
+def test_pr_of_two_exported_trees_on_cuda_is_refused_before_anything_runs(
+        tmp_path, signing_key, capsys, monkeypatch):
     trees = sorted(p for p in EXPORT.iterdir() if (p / "vllm").is_dir())
+    monkeypatch.setattr(flow, "choose_backend", lambda requested: "cuda")  # as on a GPU
     out = tmp_path / "out"
-    assert main(["pr", str(trees[0]), "--change", str(trees[-1]), "--backend", "interpreter",
-                 "--key", str(signing_key), "--out", str(out)]) == 2
+    assert main(["pr", str(trees[0]), "--change", str(trees[-1]), "--key", str(signing_key),
+                 "--out", str(out), "--cache", str(tmp_path / "cache")]) == 2
     err = capsys.readouterr().err
-    assert "_C_stable_libtorch" in err and "the change broke" not in err
+    assert "the base" in err and "_C_stable_libtorch" in err and "the change broke" not in err
     assert not out.exists()
