@@ -14,10 +14,13 @@ import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import HarnessError
-from ..core.names import SIDES
+from ..core.names import PATCHED, SIDES
+
+if TYPE_CHECKING:
+    from ..ci.changes import Changes
 
 # The committed evidence's bundle folders, by group (a group names what the bundles answer).
 # The committed evidence's bundle folders, by group: the folder each group's bundles lie in
@@ -160,10 +163,11 @@ class BundleModel:
     # role, family, version, pin, tree, kernel, patch) and the change the receipt names
     compared: dict[str, dict[str, Any]] = field(default_factory=dict)
     change: dict[str, Any] = field(default_factory=dict)
-    # regression rule sets (a pull request's gate): the rows (positions in ``rows``) whose
-    # kept set differs between the base and the change, read from the verified outputs;
-    # None for other rule sets or where a side wrote no output
-    kept_changed: tuple[int, ...] | None = None
+    # regression rule sets (a pull request's gate): what the change changed, the figures
+    # pr's answer and verify --json report (harness.ci.changes: rows whose outputs differ
+    # from the base's, of them the rows the base got right, each broken row with its kept
+    # counts, the base's failure); None for other rule sets
+    changes: Changes | None = None
 
     @property
     def slug(self) -> str:
@@ -411,32 +415,16 @@ def bundle_model(path: Path, shown: str, group: str, checked: Any,
         ties=_ties(view, rows) if any(sides[s].family in TIE_FAMILIES for s in SIDES)
         else (), compared={k: dict(v) for k, v in verified.sides.items()},
         change=dict(verified.change),
-        kept_changed=_kept_changed(view, rows) if v.get("base_defects") is not None
-        else None)
+        changes=_changes(view, rows, cases) if v.get("base_defects") is not None else None)
 
 
-def _kept_changed(view: Any, rows: Any) -> tuple[int, ...] | None:
-    """The rows (positions in ``rows``) whose kept set differs between the two sides' verified
-    outputs; None when a side wrote no output for a case."""
-    import numpy as np
+def _changes(view: Any, rows: Any, cases: tuple[Case, ...]) -> Changes:
+    """What the change changed, as pr's answer and verify --json say it (one computation:
+    :func:`harness.ci.changes.changes_of_view` on the verified bundle)."""
+    from ..ci.changes import changes_of_view
 
-    from ..core.bundle import CASES, output_name
-
-    names = {s["name"] for s in view.statement["subject"]}
-    position = {(str(r.get("case")), _int(r.get("row"))): i for i, r in enumerate(rows)
-                if isinstance(r, dict)}
-    out = []
-    for case in json.loads(view.raw(CASES)).get("cases", []):
-        vocab = int(case["vocab"])
-        found = [output_name(side, case["id"]) for side in SIDES]
-        if not all(name in names for name in found):
-            return None
-        base, change = (np.frombuffer(view.raw(name), dtype="<u4").reshape(-1, vocab)
-                        != _NEG_INF for name in found)
-        differ = np.flatnonzero((base != change).any(axis=1))
-        out += [position[(str(case["id"]), int(i))] for i in differ
-                if (str(case["id"]), int(i)) in position]
-    return tuple(sorted(out))
+    paths = {c.id: c.paths.get(PATCHED) for c in cases}
+    return changes_of_view(view, [r for r in rows if isinstance(r, dict)], paths.get)
 
 
 TIE_FAMILIES = ("flashinfer", "vllm-pytorch")

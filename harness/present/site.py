@@ -331,43 +331,45 @@ def _answer(b: BundleModel) -> list[str]:
     change compared."""
     if b.base_defects is None:
         return []
-    broken_ids = {i for ids in (b.broken_rows or {}).values() for i in ids}
-    broken = [(i, r) for i, r in enumerate(b.rows) if r.label in broken_ids]
-    paths = {c.id: c.paths for c in b.cases}
+    c = b.changes
+    index = {r.label: i for i, r in enumerate(b.rows[:ROWS_LISTED])}
     altered = [r for r in b.base_defect_rows if r.get("altered")]
-    out = ['<section class="answer" id="answer">', "<h2>The answer</h2>",
-           f'<p class="{_verdict_class([b.verdict])}"><strong>{_e(b.verdict)}</strong>: '
-           + (f"the change broke {len(broken_ids)} of {b.rows_total} rows (reasons: "
-              f"{_e(', '.join(sorted(b.broken_rows or {})))})" if broken_ids
-              else f"the change broke none of the {b.rows_total} rows") + ".</p>",
-           "<ul>",
+    broken = c.broken if c is not None else ()
+    if c is not None and c.base_failed:
+        said = (f'<p class="v-refused"><strong>BASE FAILED</strong>: {_e(c.base_failed)}. '
+                "The base did not run, so this is no verdict on the change.</p>")
+    else:
+        reasons = sorted({r for f in broken for r in f.reasons})
+        said = (f'<p class="{_verdict_class([b.verdict])}"><strong>{_e(b.verdict)}</strong>: '
+                + (f"the change broke {len(broken)} of {b.rows_total} rows (reasons: "
+                   f"{_e(', '.join(reasons))})" if broken
+                   else f"the change broke none of the {b.rows_total} rows") + ".</p>")
+    out = ['<section class="answer" id="answer">', "<h2>The answer</h2>", said, "<ul>",
            f"<li>base: {_side_words(b, STOCK)}</li>",
            f"<li>change: {_side_words(b, PATCHED)}"
            + (f" (the change: {_e(b.change.get('what', ''))})" if b.change.get("what")
               else "") + "</li>"]
-    if b.kept_changed is not None:
-        defects = {str(r.get("row")) for r in b.base_defect_rows}
-        right = sum(1 for i in b.kept_changed if b.rows[i].label not in defects)
-        out.append(f'<li id="changed">{len(b.kept_changed)} of {b.rows_total} rows keep a '
-                   "different set of tokens under the change than under the base"
-                   + (f" ({right} of them rows the base got right)"
-                      if b.kept_changed else "") + "</li>")
+    if c is not None:
+        out.append(f'<li id="changed">{c.rows_changed} of {c.rows} rows have outputs that '
+                   "differ from the base's"
+                   + (f" ({c.rows_changed_base_right} of them rows the base got right)"
+                      if c.rows_changed else "") + "</li>")
     out.append(f"<li>base defects (rows the base already fails): "
                f"{_e(b.base_defects.get('rows', 0))}; the change altered {len(altered)} of "
                "them</li>")
     out.append("</ul>")
     if broken:
-        out += ["<table id=\"broken\"><tr><th>row</th><th>reasons</th><th>path (base / "
-                "change)</th><th>oracle</th><th>base kept</th><th>change kept</th></tr>"]
-        for i, r in broken[:ROWS_LISTED]:
-            ps = paths.get(r.case, {})
-            out.append(f'<tr class="v-stop"><td><a href="#{teach.row_anchor(i)}">'
-                       f"{_e(r.label)}</a></td><td>{_e(', '.join(r.stops))}</td>"
-                       f"<td>{_e(ps.get(STOCK) or 'unproven')} / "
-                       f"{_e(ps.get(PATCHED) or 'unproven')}</td>"
-                       f'<td class="n">{_num(r.oracle)}</td>'
-                       f'<td class="n">{_num(r.kept.get(STOCK))}</td>'
-                       f'<td class="n">{_num(r.kept.get(PATCHED))}</td></tr>')
+        out += ["<table id=\"broken\"><tr><th>row</th><th>reasons</th><th>path</th>"
+                "<th>oracle</th><th>base kept</th><th>change kept</th></tr>"]
+        for f in broken[:ROWS_LISTED]:
+            at = index.get(f.row)
+            name = (f'<a href="#{teach.row_anchor(at)}">{_e(f.row)}</a>' if at is not None
+                    else _e(f.row))
+            out.append(f'<tr class="v-stop"><td>{name}</td><td>{_e(", ".join(f.reasons))}'
+                       f"</td><td>{_e(f.path or 'unproven')}</td>"
+                       f'<td class="n">{_e(f.oracle_kept)}</td>'
+                       f'<td class="n">{_e(f.base_kept)}</td>'
+                       f'<td class="n">{_e(f.change_kept)}</td></tr>')
         out.append("</table>")
     out.append("</section>")
     return out
@@ -412,7 +414,7 @@ def bundle_page(b: BundleModel) -> str:
                      f"</td><td>{'yes' if r.get('altered') else 'no'}</td></tr>"
                      for r in b.base_defect_rows]
             body.append("</table>")
-        if b.broken_rows:
+        if b.broken_rows and not (b.changes is not None and b.changes.base_failed):
             body.append("<p>Rows the change broke: " + "; ".join(
                 f"{_e(reason)} ({len(ids)}): {_e(', '.join(ids))}"
                 for reason, ids in b.broken_rows.items()) + "</p>")

@@ -229,6 +229,8 @@ def test_a_refused_mutation_run_page_shows_only_its_reason(tmp_path: Path):
 
 
 def test_a_pull_request_page_opens_with_its_answer():
+    from harness.ci.changes import BrokenFigures, Changes
+
     model = _model()
     side = Side("vllm-triton", "0.33.0", "split", ("split",), "ok", "")
     broken = Row("a", 0, "ordinary", ("under_keep",), 10, {"stock": 10, "patched": 9}, {}, {})
@@ -243,7 +245,8 @@ def test_a_pull_request_page_opens_with_its_answer():
         "broken_rows": {"under_keep": ["a[0]"]},
         "base_defects": {"rows": 1, "reasons": {"count_bound": 1}},
         "base_defect_rows": ({"row": "b[0]", "faults": ["count_bound"], "altered": True},),
-        "kept_changed": (0, 1),
+        "changes": Changes(3, 2, 1, (BrokenFigures("a[0]", ("under_keep",), "split", 10, 10,
+                                                    9),), None, "report.md"),
         "compared": {"stock": {"family": "vllm-triton", "version": "0.33.0",
                                "pin": "pins/vllm-0.33.0.json"},
                      "patched": {"family": "vllm-triton", "version": "0.33.0",
@@ -255,11 +258,16 @@ def test_a_pull_request_page_opens_with_its_answer():
     assert "STOP: the change broke 1 of 3 rows (reasons: under_keep)." in text
     assert "base: vllm-triton 0.33.0, pin pins/vllm-0.33.0.json" in text
     assert "change: vllm-triton 0.33.0" in text and "patch abababababababab" in text
-    assert "2 of 3 rows keep a different set of tokens" in text
-    assert "(1 of them rows the base got right)" in text
+    assert "2 of 3 rows have outputs that differ from the base's (1 of them rows the base " \
+        "got right)" in text
     assert "the change altered 1 of them" in text
     row = re.search(r'<table id="broken">.*?</table>', answer, re.S)
     assert row is not None
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(0))
     assert [re.sub(r"<[^>]+>", "", c) for c in cells] == [
-        "a[0]", "under_keep", "split / split", "10", "10", "9"]
+        "a[0]", "under_keep", "split", "10", "10", "9"]
+    failed = BundleModel(**{**b.__dict__, "changes": Changes(
+        3, 3, 2, (), "kernel_crash: ModuleNotFoundError: No module named 'vllm._C'", None)})
+    text = re.sub(r"<[^>]+>", "", site.bundle_page(failed))
+    assert "BASE FAILED: kernel_crash: ModuleNotFoundError: No module named &#x27;vllm._C&#x27;" \
+        in text and "the change broke" not in text
