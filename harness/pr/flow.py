@@ -827,6 +827,11 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
     verified = verify_bundle(bundle, public_key, frozen_manifest=manifest_path,
                              workers=options.workers or None)
     view = _View(open_bundle(bundle, public_key), bundle)
+    if view.payload_sha256 != verified.payload_sha256:  # the answer reads what verified
+        from ..core.errors import BindingMismatchError
+
+        raise BindingMismatchError("bundle read again for the answer",
+                                   str(verified.payload_sha256), view.payload_sha256)
     kept = False
     if options.reuse and signer.path is not None and written.base_clean:
         kept = keep_base(store, written.key, view, private_key, written.layout,
