@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidPError
+from ..core.errors import InvalidPError, MissingExtraError
 from ..core.f32 import decode
 from ..core.oracle import (
     Ambiguous,
@@ -137,9 +137,7 @@ def exact_available() -> bool:
 def require_exact() -> None:
     """Refuse (exit 2, one line) when the ``exact`` extra is not installed."""
     if not exact_available():
-        from ..install_hint import missing_extra
-
-        raise missing_extra(EXTRA)
+        raise MissingExtraError(EXTRA)
 
 
 @contextmanager

@@ -14,6 +14,7 @@ Skipped, saying why, only when chromium is not installed (`apt-get install -y ch
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -405,10 +406,22 @@ def test_the_whole_committed_evidence_site_loads_in_chromium(tmp_path: Path):
     # a page per bundle (and per bundle of the PR archive), none shown as refused
     assert len(pages) > len(bundles) and '<td class="v-refused"' not in index
     assert broken_links(site) == []
+    harmful = _page("bundles", "evidence/pr/pr-cuda-v4-h200-20261203.tar.xz/pr-harmful/bundle")
     for page in pages:
         dom, console = console_lines(page, tmp_path / "profile")
         assert console == [], f"{page.relative_to(site)}: {console}"
         assert 'id="title"' in dom and "</main>" in dom, page
+        if page == site / harmful:  # a pull request's page opens with its answer
+            answer = dom[dom.index('<section class="answer"'):]
+            answer = " ".join(re.sub(r"<[^>]+>", " ", answer[:answer.index("</section>")])
+                              .split())
+            assert dom.index('<section class="answer"') < dom.index("What was compared")
+            assert "STOP : the change broke 7 of 903 rows (reasons: mass_outside_growth, " \
+                "symdiff_growth)." in answer
+            assert "7 of 903 rows have outputs that differ from the base's" in answer
+            assert "the change altered 7 of them" in answer
+            assert "traffic-near-uniform-v32000[0] mass_outside_growth, symdiff_growth " \
+                "split 28800 31292 31321" in answer
         if page.name == "index.html":  # the four findings, as chromium renders them
             parsed = front_page_text(dom)
             assert list(parsed.sections) == list(FINDINGS)
