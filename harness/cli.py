@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from . import __version__
-from .core.errors import EXIT_INTERNAL, EXIT_USAGE, HarnessError, UsageError
+from .core.errors import EXIT_INTERNAL, EXIT_USAGE, HarnessError, MissingExtraError, UsageError
 from .core.terminal import printable
 
 DESCRIPTION = ("Is a change to vLLM's split top-p Triton kernel numerically safe to ship? "
@@ -86,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
         return int(args.handler(args))
     except HarnessError as err:
+        if isinstance(err, MissingExtraError):  # its hint as a command that works here
+            from .install_hint import missing_extra
+
+            err = missing_extra(err.extra)
         print(f"topp-gate: {err}", file=sys.stderr)
         return err.exit_code
     except BrokenPipeError:
