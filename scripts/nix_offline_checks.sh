@@ -31,11 +31,13 @@ if [ -z "${TOPP_GATE_NIX_TIER_PASS:-}" ]; then
       exit 1
     fi
   fi
-  TOPP_GATE_NIX_TIER_PASS=old bash "$0" --nix-only
   newer=${TOPP_GATE_NEWER_NIX_PREFIX:-/opt/topp-gate-nix}/bin
   old_version=$(nix --version | awk '{print $NF}')
   if [ "$(printf '%s\n2.18\n' "$old_version" | sort -V | head -n 1)" = 2.18 ]; then
     echo "== nix $old_version on PATH is one the pin supports (>= 2.18)"
+    TOPP_GATE_NIX_TIER_PASS=newer bash "$0" --nix-only
+  elif ! TOPP_GATE_NIX_TIER_PASS=old bash "$0" --nix-only; then
+    exit 1
   elif [ -x "$newer/nix" ]; then
     echo "== the same Nix steps with $("$newer/nix" --version) ($newer), a Nix the pin supports (>= 2.18)"
     PATH="$newer:$PATH" TOPP_GATE_NIX_TIER_PASS=newer bash "$0" --nix-only
