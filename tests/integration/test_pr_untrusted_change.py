@@ -287,8 +287,7 @@ def test_a_run_with_no_sandbox_is_refused_in_one_line_unless_unsandboxed(
         tmp_path, signing_key, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no bwrap to be found
     sandbox.probe.cache_clear()
-    patch = tmp_path / "x.diff"
-    patch.write_text("--- a\n+++ b\n", encoding="utf-8")
+    patch = _attack(tmp_path, "harmless", "# a comment")  # a valid diff: refused for no sandbox
     try:
         out = tmp_path / "out"
         code = main(["pr", str(BASE), "--patch", str(patch), "--backend",
