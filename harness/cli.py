@@ -14,6 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
 from . import __version__
 from .core.errors import EXIT_INTERNAL, EXIT_USAGE, HarnessError, MissingExtraError, UsageError
@@ -50,7 +51,13 @@ VERBS: dict[str, str] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so main() owns the exit code."""
+    """argparse that raises instead of exiting, so main() owns the exit code, and that takes
+    no abbreviation of a long option (``--man`` for ``--manifest``): a wrapper that reads an
+    option itself (the Nix gate, ``scripts/gate``) must see it spelt whole."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(message)
