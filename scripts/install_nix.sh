@@ -44,7 +44,16 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/topp-gate-trixie-nix.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/lists/partial" "$work/debs"
-echo "deb http://deb.debian.org/debian trixie main" > "$work/sources.list"
+# the Debian mirror this machine's apt already uses (its main archive, not security), asked
+# for the trixie suite
+# shellcheck disable=SC2016  # apt's own format string, not the shell's
+mirror=$(apt-get indextargets --format '$(REPO_URI)' 'Created-By: Packages' 2>/dev/null \
+  | grep -v -- '-security' | head -n 1)
+if [ -z "$mirror" ]; then
+  echo "install_nix: no Debian archive in this machine's apt sources: the offline tier runs with Nix $version only"
+  exit 0
+fi
+echo "deb ${mirror%/} trixie main" > "$work/sources.list"
 apt_opts=(-o "Dir::Etc::sourcelist=$work/sources.list" -o Dir::Etc::sourceparts=/dev/null
   -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o APT::Sandbox::User=root)
 mkdir -p "$work/cache/archives/partial"
