@@ -539,7 +539,8 @@ def run_children(manifest: Manifest, sides: Mapping[str, tuple[Side, Path]],
                                      paths=manifest.case_dispatch(name), isolation=isolation)
         clock.timings[f"{name}_s"] = round(time.monotonic() - t0, 3)
         if not results[name].ok:
-            _say(progress, f"{name}: {results[name].status}: {results[name].reason}")
+            _say(progress, f"{name}: {results[name].status}: "
+                           f"{printable(results[name].reason)}")  # the child's own words
     return results, run_stops
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.errors import EXIT_OK, EXIT_STOP, UsageError
 from ..core.safeio import read_regular_file
+from ..core.terminal import printable
 from . import flags
 
 CASE_ID = "batch"
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         record: dict[str, Any] = next(iter((result.evidence or {}).get("cases", [])), {})
         kept = record.get("kept_counts")
         slices = record.get(SPLIT, {}).get("slices")
-        print(f"{name}: {result.status} {result.reason} kept={kept} slices={slices} "
+        print(f"{name}: {result.status} {printable(result.reason)} kept={kept} slices={slices} "
               f"-> {args.out / name}".replace("  ", " "))
         failed = failed or not result.ok
     shutil.copy(work / "cases.json", args.out / "cases.json")

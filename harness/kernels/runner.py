@@ -151,30 +151,30 @@ def child_output_dir(out_dir: Path) -> Path:
     return out_dir.parent / f".{out_dir.name}.child"
 
 
-def _expected_outputs(cases_json: Path) -> dict[str, int]:
+def _expected_outputs(index: Mapping[str, Any]) -> dict[str, int]:
     """File name -> exact size (evidence: its cap) of what a child may leave."""
-    index = json.loads(cases_json.read_text(encoding="utf-8"))
     files = {f"{c['id']}.out.f32": 4 * int(c["batch"]) * int(c["vocab"])
              for c in index["cases"]}
     files[EVIDENCE] = _MAX_EVIDENCE_BYTES
     return files
 
 
-def _input_files(cases_json: Path) -> list[Path]:
+def _input_files(index: Mapping[str, Any], cases_json: Path) -> list[Path]:
     """The captured input files the cases index names (each bound read-only, alone)."""
-    index = json.loads(cases_json.read_text(encoding="utf-8"))
     names = {str(c[key]) for c in index["cases"] for key in ("logits", "p", "k") if c.get(key)}
     return [(cases_json.parent / name).resolve() for name in sorted(names)]
 
 
-def collect(drop: Path, out_dir: Path, cases_json: Path) -> str:
+def collect(drop: Path, out_dir: Path, expected: Mapping[str, int]) -> str:
     """Copy what the exited child left in ``drop`` into ``out_dir`` (regular files of the
-    expected names only, never through a link, each within its size) and remove ``drop``.
-    Returns why the child's folder is not acceptable ('' when it is): an entry of another
-    name or kind, or a file over its size."""
-    expected = _expected_outputs(cases_json)
+    ``expected`` names only, never through a link, each within its size) and remove
+    ``drop``. Returns why the child's folder is not acceptable ('' when it is): the folder
+    itself replaced (a link: possible only without a sandbox), an entry of another name or
+    kind, or a file over its size."""
     problems = []
     try:
+        if drop.is_symlink() or not drop.is_dir():
+            raise OSError(0, "it was replaced by something that is not a folder")
         entries = sorted(os.scandir(drop), key=lambda e: e.name)
         for entry in entries:
             if entry.name not in expected or not entry.is_file(follow_symlinks=False):
@@ -188,7 +188,7 @@ def collect(drop: Path, out_dir: Path, cases_json: Path) -> str:
                 continue
             (out_dir / entry.name).write_bytes(data)
     except OSError as err:
-        problems.append(f"(unreadable output folder: {err.strerror or err})")
+        problems.append(f"(its output folder: {printable(str(err.strerror or err))})")
     finally:
         shutil.rmtree(drop, ignore_errors=True)
     if not problems:
@@ -298,6 +298,7 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
     if dict(copy.files) != dict(side.files):
         raise KernelRunError(f"{side.name}: the private copy is not of this side's files")
     cases_json = cases_json.resolve()
+    index = json.loads(cases_json.read_text(encoding="utf-8"))  # read once, by the parent
     out_dir = out_dir.resolve()
     drop = child_output_dir(out_dir)
     try:
@@ -332,7 +333,7 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
         argv = [sys.executable, "-B", "-m", "harness.kernels.child", str(request_path)]
         if isolation.isolated:
             tmp = Path(sandbox.SANDBOX_TMP)
-            ro = [copy.tree, copy.pycache, cases_json, *_input_files(cases_json),
+            ro = [copy.tree, copy.pycache, cases_json, *_input_files(index, cases_json),
                   request_path]
             if family_request.get("path"):
                 ro.append(Path(str(family_request["path"])).resolve())
@@ -352,7 +353,7 @@ def _run_child(side: Side, copy: PrivateTree, family: families.Entry, backend: s
         except BaseException:  # SIGTERM, ^C: the child is gone, and so is its folder
             shutil.rmtree(drop, ignore_errors=True)
             raise
-    problem = collect(drop, out_dir, cases_json)
+    problem = collect(drop, out_dir, _expected_outputs(index))
     evidence = _read_evidence(out_dir / EVIDENCE)
 
     def result(status: Status, reason: str) -> SideResult:
