@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..core.call_pattern import INT32
 from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import InvalidPError, NonFiniteLogitError, UsageError
@@ -72,12 +73,14 @@ class BuiltCase:
     logits: bytes  # batch * vocab little-endian float32, row-major
     p: bytes  # batch little-endian float32 (runtime p)
     k: bytes | None = None  # batch little-endian int32 top-k (version 3 cases)
+    call: Mapping[str, bytes] = field(default_factory=dict)  # what a call pattern adds
 
     def files(self) -> dict[str, bytes]:
         """Every captured input file of the case, by its path in the bundle."""
         found = {self.layout.logits_path: self.logits, self.layout.p_path: self.p}
         if self.layout.k_path is not None and self.k is not None:
             found[self.layout.k_path] = self.k
+        found.update(self.call)
         return found
 
 
@@ -216,7 +219,24 @@ def build_case(case: Mapping[str, Any], *, has_k: bool = False) -> BuiltCase:
     layout = case_layout(case, has_k=has_k)
     ks = row_ks(case, has_k=has_k)
     k = struct.pack(f"<{len(ks)}i", *ks) if ks is not None else None
-    return BuiltCase(layout=layout, logits=_le_bytes(logits), p=_le_bytes(p), k=k)
+    return BuiltCase(layout=layout, logits=_le_bytes(logits), p=_le_bytes(p), k=k,
+                     call=call_files(layout))
+
+
+def call_files(layout: CaseLayout) -> dict[str, bytes]:
+    """The captured files of the case's call pattern (:mod:`harness.core.call_pattern`): the
+    padding columns of a strided logits buffer, drawn from their own generator, and the
+    index array in its declared integer type."""
+    files: dict[str, bytes] = {}
+    call = layout.call
+    if layout.padding_path is not None and call.row_stride is not None:
+        padding = torch.randn(layout.batch, call.row_stride - layout.vocab,
+                              generator=_generator(int(call.padding_seed or 0)), dtype=F32)
+        files[layout.padding_path] = _le_bytes(padding)
+    if layout.indices_path is not None and call.indices is not None:
+        code = "i" if call.indices_dtype == INT32 else "q"
+        files[layout.indices_path] = struct.pack(f"<{len(call.indices)}{code}", *call.indices)
+    return files
 
 
 def build_cases(manifest: Manifest) -> list[BuiltCase]:

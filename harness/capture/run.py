@@ -216,9 +216,12 @@ def _read(path: Path, what: str) -> bytes:
 
 
 def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes,
-                     k: bytes | None = None) -> bytes | str:
+                     k: bytes | None = None, call: Mapping[str, bytes] | None = None
+                     ) -> bytes | str:
     """A side's output bytes for one case, or the failure status that replaces them (the
-    child must have hashed exactly the captured logits, p and, when captured, k)."""
+    child must have hashed exactly the captured logits, p and, when captured, k, and the
+    files its call pattern adds: ``call`` maps the evidence key, ``padding_sha256`` or
+    ``indices_sha256``, to the captured bytes)."""
     if not result.ok or result.evidence is None:
         return "timeout" if result.status == "timeout" else "kernel_crash"
     record = next((c for c in result.evidence.get("cases", []) if c.get("id") == case_id), None)
@@ -226,7 +229,8 @@ def _side_case_bytes(result: SideResult, case_id: str, logits: bytes, p: bytes,
         return "unreadable_output"
     if (record.get("logits_sha256") != sha256_hex(logits)
             or record.get("p_sha256") != sha256_hex(p)
-            or (k is not None and record.get("k_sha256") != sha256_hex(k))):
+            or (k is not None and record.get("k_sha256") != sha256_hex(k))
+            or any(record.get(key) != sha256_hex(data) for key, data in (call or {}).items())):
         return "input_mismatch"
     try:
         data = (result.out_dir / f"{case_id}.out.f32").read_bytes()
@@ -574,9 +578,16 @@ def collect_outputs(manifest: Manifest, layout: Sequence[CaseLayout], work: Path
         inputs[case.logits_path], inputs[case.p_path] = logits, p
         if case.k_path is not None and k is not None:
             inputs[case.k_path] = k
+        call = {key: (work / rel).read_bytes() for key, rel in
+                (("padding_sha256", case.padding_path), ("indices_sha256", case.indices_path))
+                if rel is not None}
+        inputs.update({rel: call[key] for key, rel in
+                       (("padding_sha256", case.padding_path),
+                        ("indices_sha256", case.indices_path)) if rel is not None})
         for name in SIDES:
             outputs[name][case.id] = _masked_copy(
-                _side_case_bytes(results[name], case.id, logits, p, k), logits, case.vocab)
+                _side_case_bytes(results[name], case.id, logits, p, k, call), logits,
+                case.vocab)
         paths[case.id] = {n: dispatch[n][case.id] if proven[n].get(case.id, False) else None
                           for n in SIDES}
         split_path[case.id] = all(paths[case.id][n] == SPLIT for n in SIDES)

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from . import schema
+from . import call_pattern, schema
 from .errors import BindingMismatchError, MalformedEvidenceError
 from .manifest import CaseLayout, Manifest, RowLayout, expected_layout
 from .names import FORCED, TRAFFIC
@@ -52,9 +52,11 @@ def _case(entry: dict[str, Any]) -> CaseLayout:
     cid = entry["id"]
     rows = tuple(RowLayout(r["judge"], r["forced_id"], r["label"]) for r in entry["rows"])
     case = CaseLayout(cid, entry["kind"], entry["batch"], entry["vocab"], rows,
-                      has_k="k" in entry)
+                      has_k="k" in entry,
+                      call=call_pattern.from_index_json(cid, entry.get("call")))
     if (entry["logits"], entry["p"], entry.get("k")) != (case.logits_path, case.p_path,
-                                                         case.k_path):
+                                                         case.k_path) \
+            or entry.get("call") != call_pattern.to_index_json(cid, case.call):
         raise MalformedEvidenceError(f"cases.json: case {cid} names input files not its own")
     if len(rows) != case.batch:
         raise MalformedEvidenceError(f"cases.json: case {cid} has {len(rows)} rows, batch "

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import schema
+from . import call_pattern, schema
+from .call_pattern import CallPattern
 from .digest import parse_sha256sum_line, sha256_hex
 from .errors import (
     EvidenceDriftError,
@@ -88,6 +89,7 @@ class CaseLayout:
     vocab: int
     rows: tuple[RowLayout, ...]
     has_k: bool = False  # a captured per-row top-k file (version 3 cases)
+    call: CallPattern = call_pattern.DEFAULT  # how the kernel is called (version 3 cases)
 
     @property
     def logits_path(self) -> str:
@@ -116,7 +118,18 @@ class CaseLayout:
         sizes = {self.logits_path: self.logits_bytes, self.p_path: self.p_bytes}
         if self.k_path is not None:
             sizes[self.k_path] = 4 * self.batch
+        sizes.update(call_pattern.input_sizes(self.id, self.batch, self.vocab, self.call))
         return sizes
+
+    @property
+    def padding_path(self) -> str | None:
+        """The captured padding of a strided logits buffer (:mod:`.call_pattern`)."""
+        return call_pattern.padding_path(self.id, self.call)
+
+    @property
+    def indices_path(self) -> str | None:
+        """The captured index array of the call, if it has one (:mod:`.call_pattern`)."""
+        return call_pattern.indices_path(self.id, self.call)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -127,6 +140,8 @@ class CaseLayout:
             "logits": self.logits_path,
             "p": self.p_path,
             **({"k": self.k_path} if self.k_path is not None else {}),
+            **({"call": call} if (call := call_pattern.to_index_json(self.id, self.call))
+               is not None else {}),
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -502,6 +517,9 @@ def check_manifest(manifest: Manifest) -> None:
         if cid in seen:
             raise ManifestError(f"case id {cid} appears twice")
         seen.add(cid)
+        if "call" in case and manifest.data["schema"] != SCHEMA_V3:
+            raise ManifestError(f"case {cid}: a call pattern needs a version 3 manifest")
+        call_pattern.from_manifest(case)
         if case["kind"] == FORCED:
             _check_forced(case)
         elif case["kind"] == TRAFFIC:
@@ -627,7 +645,7 @@ def case_layout(case: Mapping[str, Any], *, has_k: bool = False) -> CaseLayout:
         rows = [RowLayout(FORCED if forced is not None else ORDINARY, forced,
                           _traffic_label(case, p, k)) for p, k in traffic_sampling(case)]
         return CaseLayout(id=cid, kind=kind, batch=len(rows), vocab=vocab, rows=tuple(rows),
-                          has_k=True)
+                          has_k=True, call=call_pattern.from_manifest(case))
     if kind == FORCED:
         rows = [
             RowLayout(FORCED, token, f"value={value} p={p} id={token}")
@@ -641,7 +659,7 @@ def case_layout(case: Mapping[str, Any], *, has_k: bool = False) -> CaseLayout:
     else:
         rows = [RowLayout(ORDINARY, None, str(row["label"])) for row in case["rows"]]
     return CaseLayout(id=cid, kind=kind, batch=len(rows), vocab=vocab, rows=tuple(rows),
-                      has_k=has_k)
+                      has_k=has_k, call=call_pattern.from_manifest(case))
 
 
 def expected_layout(manifest: Manifest) -> list[CaseLayout]:
@@ -652,8 +670,9 @@ def expected_layout(manifest: Manifest) -> list[CaseLayout]:
 
 
 def raw_input_bytes(manifest: Manifest) -> int:
-    """Total raw size of the captured inputs (logits and p) the manifest asks for."""
-    return sum(c.logits_bytes + c.p_bytes for c in expected_layout(manifest))
+    """Total raw size of the captured inputs the manifest asks for (logits, p, k and what a
+    call pattern adds)."""
+    return sum(sum(c.input_sizes().values()) for c in expected_layout(manifest))
 
 
 def _refuse_float(text: str) -> float:

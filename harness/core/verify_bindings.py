@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from .bundle import CASES, MANIFEST, ROWS, evidence_name, output_name, rows_bytes
+from .call_pattern import check_recorded_call
 from .digest import sha256_hex
 from .errors import (
     BindingMismatchError,
@@ -216,8 +217,11 @@ def check_evidence_digests(artifacts: Artifacts, layout: list[Any],
                 raise MalformedEvidenceError(f"{side} kernel-path evidence has no record of "
                                              f"case {case.id} (status {status})")
             paths = {"logits": case.logits_path, "p": case.p_path, "k": case.k_path,
+                     "padding": case.padding_path, "indices": case.indices_path,
                      "output": output_name(side, case.id)}
-            hashes = _EVIDENCE_HASHES + ((("k_sha256", "k"),) if case.k_path else ())
+            hashes = _EVIDENCE_HASHES + tuple((f"{what}_sha256", what)
+                                              for what in ("k", "padding", "indices")
+                                              if paths[what] is not None)
             if status == "input_mismatch":
                 if all(record.get(key) == artifacts.digest(str(paths[what]))
                        for key, what in hashes if what != "output"):
@@ -231,6 +235,7 @@ def check_evidence_digests(artifacts: Artifacts, layout: list[Any],
                     raise BindingMismatchError(
                         f"{side} kernel evidence {key} of case {case.id} vs {path}",
                         artifacts.digest(path), str(record.get(key)))
+            check_recorded_call(side, case.id, case.batch, case.vocab, case.call, record)
 
 
 def judgement(predicate: dict[str, Any], manifest: Any) -> tuple[str, str]:

@@ -96,6 +96,9 @@ class Family:
     stable_copy: bool = False
     # paths that draw tokens rather than mask them: only rule set support/v1 judges a draw
     sampling_paths: tuple[str, ...] = ()
+    # paths whose entry takes an index array (a case's declared ``indices``); other paths
+    # refuse a case that declares one
+    index_paths: tuple[str, ...] = ()
 
     # --- pinning (parent side) ---
 

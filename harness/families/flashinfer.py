@@ -189,6 +189,7 @@ class FlashInfer(Family):
     default_dispatch = TOP_P_SAMPLING
     stable_copy = True
     sampling_paths = SAMPLING
+    index_paths = SAMPLING  # the paths whose entry takes an index array (``indices``)
     # what must not reach the child (runner and child: ..kernels.runner, ..kernels.child)
     env_prefixes_removed = ("FLASHINFER_",)
     blocked_modules = ("flashinfer_jit_cache", "flashinfer_cubin")
@@ -281,13 +282,13 @@ class FlashInfer(Family):
                           self)
 
     def call(self, module: Any, dispatch: str, backend: str, logits: Any, k: Any, p: Any,
-             num_sm: int) -> Any:
+             num_sm: int, indices: Any = None) -> Any:
         import torch
 
         batch, vocab = logits.shape
         if k is None:
             k = torch.full((batch,), vocab, dtype=torch.int32, device=logits.device)
-        k = k.to(logits.device, torch.int32)
+        k = k.to(logits.device)  # int32 unless the case's call pattern declares int64
         fn = getattr(module, ENTRIES[dispatch])
         probs = None
         if dispatch in (TOP_P_RENORM, TOP_K_RENORM, TOP_P_SAMPLING, TOP_K_SAMPLING):
@@ -300,21 +301,27 @@ class FlashInfer(Family):
         elif dispatch == TOP_K_MASK:
             kept = torch.isfinite(fn(logits, k))
         else:
-            # output i draws from row indices[i], with that row's top-k and top-p: FlashInfer
+            # output j draws from row order[j], with that row's top-k and top-p: FlashInfer
             # reads a parameter tensor per input row (its length must be the batch's;
-            # sampling.cuh indexes it by indices[i])
-            indices = torch.arange(batch, device=logits.device, dtype=torch.int32).repeat(DRAWS)
+            # sampling.cuh indexes it by indices[j]). Without a declared index array the
+            # order is the batch; with one (repeated, out of order, more or fewer outputs
+            # than rows) it is that array, in its declared integer type.
+            order = (torch.arange(batch, device=logits.device, dtype=torch.int32)
+                     if indices is None else indices.to(logits.device))
+            width = int(order.shape[0])
+            repeated = order.repeat(DRAWS)
             if dispatch == TOP_P_SAMPLING:
-                drawn = fn(probs, p, indices=indices, deterministic=True, seed=SEED, offset=0)
+                drawn = fn(probs, p, indices=repeated, deterministic=True, seed=SEED, offset=0)
             elif dispatch == TOP_K_SAMPLING:
-                drawn = fn(probs, k, indices=indices, deterministic=True, seed=SEED, offset=0)
+                drawn = fn(probs, k, indices=repeated, deterministic=True, seed=SEED, offset=0)
             else:
-                drawn = fn(logits, k, p, indices=indices, deterministic=True, seed=SEED,
+                drawn = fn(logits, k, p, indices=repeated, deterministic=True, seed=SEED,
                            offset=0)
-            drawn = drawn.view(DRAWS, batch).to(torch.int64)
-            self._draws = _count_draws(drawn.cpu(), batch)
+            drawn = drawn.view(DRAWS, width).to(torch.int64)
+            self._draws = _count_draws(drawn.cpu(), order.cpu().to(torch.int64), batch)
             kept = torch.zeros_like(logits, dtype=torch.bool)
-            kept.scatter_(1, drawn.t().contiguous(), True)
+            rows = order.to(torch.int64).repeat(DRAWS)
+            kept[rows, drawn.reshape(-1)] = True
         return torch.where(kept, logits, torch.full_like(logits, float("-inf")))
 
 
@@ -324,11 +331,12 @@ def _tensor_sha256(tensor: Any) -> str:
     return sha256_hex(tensor.detach().cpu().contiguous().numpy().astype("<f4").tobytes())
 
 
-def _count_draws(drawn: Any, batch: int) -> list[list[list[int]]]:
-    """Per row, ``[[token, count], ...]`` in token order."""
+def _count_draws(drawn: Any, order: Any, batch: int) -> list[list[list[int]]]:
+    """Per input row, ``[[token, count], ...]`` in token order, over every output that drew
+    from it (``drawn``: [draws, outputs], ``order``: each output's input row)."""
     rows = []
     for row in range(batch):
-        tokens, counts = drawn[:, row].unique(return_counts=True)
+        tokens, counts = drawn[:, order == row].unique(return_counts=True)
         rows.append([[int(t), int(c)] for t, c in zip(tokens.tolist(), counts.tolist(),
                                                        strict=True)])
     return rows

@@ -550,18 +550,32 @@ def _triton_launch_codes() -> list[types.CodeType]:
     return codes
 
 
-def cpu_platform_for_interpreter() -> str:
+def cpu_platform_for_interpreter(num_sm: int) -> str:
     """Give vLLM its own CPU platform class, as a CPU build of vLLM would detect it.
 
     With no CUDA device vLLM resolves an unspecified platform, whose
     ``num_compute_units`` (called by the one-kernel entry) is not implemented. Only the
     interpreter backend of a ``single`` or ``single-topk`` case does this; the evidence
-    records it.
+    records it. Releases before 0.24.0 have a CPU platform without ``num_compute_units``
+    (the interface's raises): there the child's subclass answers the interpreter's SM
+    count, and the evidence says so.
     """
     platforms = importlib.import_module("vllm.platforms")
     cpu = importlib.import_module("vllm.platforms.cpu")
-    setattr(platforms, "_current_platform", cpu.CpuPlatform())  # noqa: B010
-    return "vllm.platforms.cpu.CpuPlatform (set by the kernel child: Triton interpreter)"
+    base = cpu.CpuPlatform
+    if "num_compute_units" in vars(base):
+        setattr(platforms, "_current_platform", base())  # noqa: B010
+        return "vllm.platforms.cpu.CpuPlatform (set by the kernel child: Triton interpreter)"
+
+    class InterpreterCpuPlatform(base):  # type: ignore[misc, valid-type]
+        @classmethod
+        def num_compute_units(cls, device_id: int = 0) -> int:
+            return num_sm
+
+    setattr(platforms, "_current_platform", InterpreterCpuPlatform())  # noqa: B010
+    return (f"vllm.platforms.cpu.CpuPlatform subclass (set by the kernel child: Triton "
+            f"interpreter; the release's CPU platform has no num_compute_units, so it "
+            f"answers {num_sm})")
 
 
 MONOLITHIC_KERNEL = "_topk_topp_kernel"
@@ -690,6 +704,7 @@ class VllmTriton(Family):
     """vLLM's Triton top-k/top-p sampling kernel."""
 
     id = "vllm-triton"
+    _num_sm = 16  # the interpreter's SM count, as the child's first observer() says
     package = "vllm"
     kernel_path = "vllm/v1/sample/ops/topk_topp_triton.py"
     kernel_module = "vllm.v1.sample.ops.topk_topp_triton"
@@ -738,11 +753,12 @@ class VllmTriton(Family):
         if bound is not None:
             prepared["platform"] = bound
         elif dispatch in (SINGLE, SINGLE_TOPK):
-            prepared["platform"] = cpu_platform_for_interpreter()
+            prepared["platform"] = cpu_platform_for_interpreter(self._num_sm)
         return prepared
 
     def observer(self, module: Any, dispatch: str, backend: str, num_sm: int) -> Any:
         interpreter = backend == "interpreter"
+        self._num_sm = num_sm  # the interpreter's SM count, for prepare's CPU platform
         if dispatch == SPLIT:
             return _Proving(SplitObserver(module), num_sm if interpreter else None)
         if dispatch == SINGLE:

@@ -234,12 +234,28 @@ def import_kernel(family: Any, tree: Path, prefix: Path, kernel_path: str,
 # --- running cases --------------------------------------------------------------------------
 
 
-def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes, bytes | None]:
-    """The captured logits, p and (when the case has a ``k`` file) int32 top-k bytes."""
+@dataclass
+class CaseInputs:
+    """One case's captured bytes, as read (and hashed) by the child."""
+
+    logits: bytes
+    p: bytes
+    k: bytes | None = None
+    padding: bytes | None = None  # the other columns of a strided logits buffer
+    indices: bytes | None = None  # FlashInfer's index array
+
+
+def read_case(base: Path, case: dict[str, Any]) -> CaseInputs:
+    """The captured logits, p, (when the case has a ``k`` file) int32 top-k bytes, and what
+    its call pattern adds (``harness.core.call_pattern``): a strided buffer's padding, an
+    index array."""
     batch, vocab = int(case["batch"]), int(case["vocab"])
+    call = case.get("call") or {}
     logits = (base / case["logits"]).read_bytes()
     p = (base / case["p"]).read_bytes()
     k = (base / case["k"]).read_bytes() if case.get("k") else None
+    padding = (base / call["padding"]).read_bytes() if call.get("padding") else None
+    indices = (base / call["indices_file"]).read_bytes() if call.get("indices_file") else None
     if len(logits) != 4 * batch * vocab or len(p) != 4 * batch:
         raise KernelChildError(
             f"case {case['id']}: {len(logits)} logits bytes and {len(p)} p bytes do not "
@@ -248,7 +264,77 @@ def read_case(base: Path, case: dict[str, Any]) -> tuple[bytes, bytes, bytes | N
     if k is not None and len(k) != 4 * batch:
         raise KernelChildError(f"case {case['id']}: {len(k)} k bytes do not match batch "
                                f"{batch} x int32")
-    return logits, p, k
+    if padding is not None and len(padding) != 4 * batch * (int(call["logits_row_stride"])
+                                                              - vocab):
+        raise KernelChildError(f"case {case['id']}: {len(padding)} padding bytes do not "
+                               "match its logits buffer")
+    width = 8 if call.get("indices_dtype") == "int64" else 4
+    if indices is not None and len(indices) != width * len(call["indices"]):
+        raise KernelChildError(f"case {case['id']}: {len(indices)} index bytes do not match "
+                               "its index array")
+    return CaseInputs(logits, p, k, padding, indices)
+
+
+def describe(tensor: Any) -> dict[str, Any] | None:
+    """What the kernel got: shape, stride, storage offset and dtype (None: no tensor)."""
+    if tensor is None:
+        return None
+    return {"shape": [int(n) for n in tensor.shape], "stride": [int(n) for n in tensor.stride()],
+            "storage_offset": int(tensor.storage_offset()),
+            "dtype": str(tensor.dtype).removeprefix("torch.")}
+
+
+@dataclass
+class CallArguments:
+    """The host tensors of one case's call, laid out as its call pattern declares: the
+    logits as the first ``vocab`` columns of a ``[batch, stride]`` buffer, k in its declared
+    integer type, the index array."""
+
+    buffer: Any  # float32 [batch, stride] (stride = vocab for a contiguous call)
+    vocab: int
+    k: Any
+    p: Any
+    indices: Any
+
+    def logits(self, buffer: Any) -> Any:
+        """The logits view of ``buffer`` (this one or a device copy of it)."""
+        return buffer[:, : self.vocab]
+
+    def padding_intact(self, buffer: Any) -> bool | None:
+        """Whether ``buffer``'s columns beyond the view still hold the captured padding, bit
+        for bit (None for a contiguous call)."""
+        if int(self.buffer.shape[1]) == self.vocab:
+            return None
+        import torch
+
+        after = buffer[:, self.vocab:].detach().cpu().contiguous().view(torch.int32)
+        before = self.buffer[:, self.vocab:].contiguous().view(torch.int32)
+        return bool(torch.equal(after, before))
+
+
+def call_arguments(torch: Any, case: dict[str, Any], inputs: CaseInputs) -> CallArguments:
+    batch, vocab = int(case["batch"]), int(case["vocab"])
+    call = case.get("call") or {}
+    rows = torch.frombuffer(bytearray(inputs.logits), dtype=torch.float32).reshape(batch, vocab)
+    if inputs.padding is not None:
+        stride = int(call["logits_row_stride"])
+        padding = torch.frombuffer(bytearray(inputs.padding), dtype=torch.float32)
+        buffer = torch.empty(batch, stride, dtype=torch.float32)
+        buffer[:, :vocab] = rows
+        buffer[:, vocab:] = padding.reshape(batch, stride - vocab)
+    else:
+        buffer = rows
+    host_p = torch.frombuffer(bytearray(inputs.p), dtype=torch.float32)
+    host_k = (torch.frombuffer(bytearray(inputs.k), dtype=torch.int32)
+              if inputs.k is not None else None)
+    host_k, host_p = sampler_arguments(torch, rows, host_k, host_p)
+    if host_k is not None and call.get("k_dtype") == "int64":
+        host_k = host_k.to(torch.int64)
+    indices = None
+    if inputs.indices is not None:
+        dtype = torch.int64 if call.get("indices_dtype") == "int64" else torch.int32
+        indices = torch.frombuffer(bytearray(inputs.indices), dtype=dtype)
+    return CallArguments(buffer, vocab, host_k, host_p, indices)
 
 
 def sampler_arguments(torch: Any, logits: Any, k: Any, p: Any) -> tuple[Any, Any]:
@@ -285,10 +371,14 @@ class Kernel:
                                                         self.num_sm)
         return self.observers[path]
 
-    def call(self, path: str, logits: Any, k: Any, p: Any) -> Any:
+    def call(self, path: str, logits: Any, k: Any, p: Any, indices: Any = None) -> Any:
         """The family's entry on ``(logits, k, p)`` along ``path`` (``k``/``p`` None: no
-        top-k / no top-p, as :func:`sampler_arguments` makes them)."""
-        return self.family.call(self.module, path, self.backend, logits, k, p, self.num_sm)
+        top-k / no top-p, as :func:`sampler_arguments` makes them; ``indices``: a declared
+        index array, passed only to a family that takes one)."""
+        if indices is None:
+            return self.family.call(self.module, path, self.backend, logits, k, p, self.num_sm)
+        return self.family.call(self.module, path, self.backend, logits, k, p, self.num_sm,
+                                indices=indices)
 
 
 def _device_info(torch: Any, backend: str, family: Any) -> dict[str, Any]:
@@ -306,26 +396,24 @@ def _device_info(torch: Any, backend: str, family: Any) -> dict[str, Any]:
     }
 
 
-def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: bytes,
-             p_bytes: bytes, repeats: int, k_bytes: bytes | None = None
-             ) -> tuple[bytes, dict[str, Any]]:
+def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], inputs: CaseInputs,
+             repeats: int) -> tuple[bytes, dict[str, Any]]:
     batch, vocab = int(case["batch"]), int(case["vocab"])
     path = kernel.path_of(str(case["id"]))
     kernel.family.check_case(kernel.module, path, case)
+    if (case.get("call") or {}).get("indices") is not None \
+            and path not in kernel.family.index_paths:
+        raise KernelChildError(f"case {case['id']}: the {path} path of {kernel.family.id} "
+                               "takes no index array")
     prepared = kernel.family.prepare(kernel.module, path, kernel.backend)
     observer = kernel.observer(path)
-    host_logits = torch.frombuffer(bytearray(logits_bytes), dtype=torch.float32)
-    host_logits = host_logits.reshape(batch, vocab)
-    host_p = torch.frombuffer(bytearray(p_bytes), dtype=torch.float32)
-    host_k = (torch.frombuffer(bytearray(k_bytes), dtype=torch.int32)
-              if k_bytes is not None else None)
-    host_k, host_p = sampler_arguments(torch, host_logits, host_k, host_p)
+    args = call_arguments(torch, case, inputs)
     if kernel.backend == "cuda":
-        out, proof, timings = run_cuda(torch, kernel, path, observer, host_logits, host_k,
-                                       host_p, batch, repeats)
+        out, proof, timings, call, intact = run_cuda(torch, kernel, path, observer, args,
+                                                     batch, repeats)
     else:
-        out, proof, timings = run_interpreter(kernel, path, observer, host_logits, host_k,
-                                              host_p, batch)
+        out, proof, timings, call, intact = run_interpreter(kernel, path, observer, args,
+                                                            batch)
     out_bytes = out.numpy().astype("<f4", copy=False).tobytes()
     # a sampling kernel's proof carries its per-row draws: they belong to the case record
     draws = proof.pop("draws", None) if isinstance(proof, dict) else None
@@ -334,11 +422,18 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], logits_bytes: byt
         "id": case["id"],
         "batch": batch,
         "vocab": vocab,
-        "logits_sha256": sha256_hex(logits_bytes),
-        "p_sha256": sha256_hex(p_bytes),
-        **({"k_sha256": sha256_hex(k_bytes)} if k_bytes is not None else {}),
-        "sampler_arguments": {"k": None if host_k is None else "int32[batch]",
-                              "p": None if host_p is None else "float32[batch]"},
+        "logits_sha256": sha256_hex(inputs.logits),
+        "p_sha256": sha256_hex(inputs.p),
+        **({"k_sha256": sha256_hex(inputs.k)} if inputs.k is not None else {}),
+        **({"padding_sha256": sha256_hex(inputs.padding)} if inputs.padding is not None
+           else {}),
+        **({"indices_sha256": sha256_hex(inputs.indices)} if inputs.indices is not None
+           else {}),
+        "sampler_arguments": {"k": None if args.k is None else f"{describe(args.k)['dtype']}"
+                                                              "[batch]",
+                              "p": None if args.p is None else "float32[batch]"},
+        "call": call,
+        **({"padding_intact": intact} if intact is not None else {}),
         "output": f"{case['id']}.out.f32",
         "output_sha256": sha256_hex(out_bytes),
         "kept_counts": [int(k) for k in kept],
@@ -356,30 +451,40 @@ def _to(tensor: Any, device: str) -> Any:
     return None if tensor is None else tensor.to(device)
 
 
-def run_cuda(torch: Any, kernel: Kernel, path: str, observer: Any, host_logits: Any,
-             host_k: Any, host_p: Any, batch: int,
-             repeats: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def _recorded_call(logits: Any, k: Any, p: Any, indices: Any) -> dict[str, Any]:
+    return {"logits": describe(logits), "k": describe(k), "p": describe(p),
+            **({"indices": describe(indices)} if indices is not None else {})}
+
+
+def run_cuda(torch: Any, kernel: Kernel, path: str, observer: Any, args: CallArguments,
+             batch: int, repeats: int
+             ) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any], bool | None]:
     """The family's entry on the GPU, observed once; then ``repeats`` timed calls. Returns
-    the first call's output (on the host), the path proof and the timings."""
-    logits = host_logits.to("cuda")
+    the first call's output (on the host), the path proof, the timings, the call as made
+    and whether the logits buffer's padding was left alone."""
+    buffer = args.buffer.to("cuda")  # the whole buffer: a view's padding travels with it
     # The split path masks its input in place and returns it: repeats start from a
     # pristine copy of the captured bytes, never from an already-masked tensor.
-    pristine = logits.clone()
-    k, p = _to(host_k, "cuda"), _to(host_p, "cuda")
+    pristine = buffer.clone()
+    logits = args.logits(buffer)
+    k, p, indices = _to(args.k, "cuda"), _to(args.p, "cuda"), _to(args.indices, "cuda")
+    call = _recorded_call(logits, k, p, indices)
     torch.cuda.synchronize()
     started = time.perf_counter()
     with observer:
-        out = kernel.call(path, logits, k, p)
+        out = kernel.call(path, logits, k, p, indices)
         torch.cuda.synchronize()
     timings: dict[str, Any] = {"first_call_ms": round((time.perf_counter() - started) * 1e3, 3)}
     proof = observer.proof(batch)
     first = out.detach().cpu().contiguous()
-    timings.update(_timed_repeats(torch, kernel, path, pristine, k, p, first, repeats))
-    return first, proof, timings
+    intact = args.padding_intact(buffer)
+    timings.update(_timed_repeats(torch, kernel, path, args, pristine, k, p, indices, first,
+                                  repeats))
+    return first, proof, timings, call, intact
 
 
-def _timed_repeats(torch: Any, kernel: Kernel, path: str, pristine: Any, k: Any, p: Any,
-                   first: Any, repeats: int) -> dict[str, Any]:
+def _timed_repeats(torch: Any, kernel: Kernel, path: str, args: CallArguments, pristine: Any,
+                   k: Any, p: Any, indices: Any, first: Any, repeats: int) -> dict[str, Any]:
     """CUDA-event timings of ``repeats`` more calls, each from the pristine input, and
     whether every output is bit-identical to the first (empty when ``repeats`` is 0)."""
     per_call, identical = [], True
@@ -389,11 +494,11 @@ def _timed_repeats(torch: Any, kernel: Kernel, path: str, pristine: Any, k: Any,
         begin = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         begin.record()
-        again = kernel.call(path, work, k, p)
+        again = kernel.call(path, args.logits(work), k, p, indices)
         end.record()
         torch.cuda.synchronize()
         per_call.append(begin.elapsed_time(end))
-        identical = identical and bool(torch.equal(again.cpu().view(torch.int32),
+        identical = identical and bool(torch.equal(again.cpu().contiguous().view(torch.int32),
                                                    first.view(torch.int32)))
     if not per_call:
         return {}
@@ -402,19 +507,23 @@ def _timed_repeats(torch: Any, kernel: Kernel, path: str, pristine: Any, k: Any,
             "repeat_outputs_bit_identical": identical}
 
 
-def run_interpreter(kernel: Kernel, path: str, observer: Any, host_logits: Any, host_k: Any,
-                    host_p: Any, batch: int) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def run_interpreter(kernel: Kernel, path: str, observer: Any, args: CallArguments, batch: int
+                    ) -> tuple[Any, dict[str, Any], dict[str, Any], dict[str, Any], bool | None]:
     """One observed call in Triton's interpreter on CPU tensors (the family decides which
     entry: for vllm-triton's split and mixed paths, the internal functions the public entry
     calls on CUDA, in its order, with the requested SM count)."""
-    logits = host_logits.clone()
-    k = None if host_k is None else host_k.clone()
-    p = None if host_p is None else host_p.clone()
+    buffer = args.buffer.clone()
+    logits = args.logits(buffer)
+    k = None if args.k is None else args.k.clone()
+    p = None if args.p is None else args.p.clone()
+    indices = None if args.indices is None else args.indices.clone()
+    call = _recorded_call(logits, k, p, indices)
     started = time.perf_counter()
     with observer:
-        out = kernel.call(path, logits, k, p)
+        out = kernel.call(path, logits, k, p, indices)
     timings = {"wall_s": round(time.perf_counter() - started, 3)}
-    return out, observer.proof(batch), timings
+    return (out.detach().contiguous(), observer.proof(batch), timings, call,
+            args.padding_intact(buffer))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -535,9 +644,8 @@ def run_cases(torch: Any, kernel: Kernel, request: dict[str, Any], index: dict[s
     written, its record returned."""
     records = []
     for case in index["cases"]:
-        logits_bytes, p_bytes, k_bytes = read_case(base, case)
-        out_bytes, record = run_case(torch, kernel, case, logits_bytes, p_bytes,
-                                     int(request["repeats"]), k_bytes)
+        out_bytes, record = run_case(torch, kernel, case, read_case(base, case),
+                                     int(request["repeats"]))
         (out_dir / record["output"]).write_bytes(out_bytes)
         records.append(record)
     return records

@@ -162,6 +162,8 @@ def _expected_outputs(index: Mapping[str, Any]) -> dict[str, int]:
 def _input_files(index: Mapping[str, Any], cases_json: Path) -> list[Path]:
     """The captured input files the cases index names (each bound read-only, alone)."""
     names = {str(c[key]) for c in index["cases"] for key in ("logits", "p", "k") if c.get(key)}
+    names |= {str((c.get("call") or {})[key]) for c in index["cases"]
+              for key in ("padding", "indices_file") if (c.get("call") or {}).get(key)}
     return [(cases_json.parent / name).resolve() for name in sorted(names)]
 
 

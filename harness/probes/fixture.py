@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..capture.bundle_writer import BundleContent
+from ..core.call_pattern import expected_logits, vector
 from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import InternalError
@@ -121,6 +122,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         k_bytes = struct.pack(f"<{len(rows)}i", *ks) if case.k_path else None
         if case.k_path is not None and k_bytes is not None:
             inputs[case.k_path] = k_bytes
+        inputs.update(_call_files(case, rnd))
         if damage and case.kind == "ordinary":
             last = len(patched) - case.vocab
             top = max(range(case.vocab), key=lambda i: rows[-1][i])
@@ -184,6 +186,20 @@ def with_report(bundle: BundleContent, manifest: Mapping[str, Any]) -> BundleCon
     return dataclasses.replace(bundle, reports={"report.md": report.encode("utf-8")})
 
 
+def _call_files(case: Any, rnd: random.Random) -> dict[str, bytes]:
+    """The files a case's call pattern adds: any float32 padding (the verifier rebuilds it
+    only under ``--regenerate``, which a synthetic bundle never passes), the index array."""
+    files: dict[str, bytes] = {}
+    call = case.call
+    if case.padding_path is not None:
+        width = call.row_stride - case.vocab
+        files[case.padding_path] = encode([rnd.gauss(0.0, 1.0) for _ in range(case.batch * width)])
+    if case.indices_path is not None:
+        code = "i" if call.indices_dtype == "int32" else "q"
+        files[case.indices_path] = struct.pack(f"<{len(call.indices)}{code}", *call.indices)
+    return files
+
+
 def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[str, Any]:
     """One case of a synthetic kernel evidence record (what a kernel child writes)."""
     record: dict[str, Any] = {"id": case.id, "split": {"proven": True},
@@ -191,6 +207,18 @@ def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[st
                               "p_sha256": sha256_hex(inputs[case.p_path])}
     if case.k_path is not None:
         record["k_sha256"] = sha256_hex(inputs[case.k_path])
+    for key, rel in (("padding_sha256", case.padding_path),
+                     ("indices_sha256", case.indices_path)):
+        if rel is not None:
+            record[key] = sha256_hex(inputs[rel])
+    if not case.call.is_default:  # the call as a child records it (harness.core.call_pattern)
+        record["call"] = {"logits": expected_logits(case.batch, case.vocab, case.call),
+                          "k": None, "p": vector(case.batch, "float32"),
+                          **({"indices": vector(len(case.call.indices),
+                                                case.call.indices_dtype)}
+                             if case.call.indices is not None else {})}
+        if case.call.row_stride is not None:
+            record["padding_intact"] = True
     if isinstance(output, bytes):
         record["output_sha256"] = sha256_hex(output)
     return record
