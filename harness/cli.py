@@ -46,6 +46,7 @@ VERBS: dict[str, str] = {
     "manifest": "manifest",
     "mutate": "mutate",
     "pr": "pr",
+    "replay": "replay",
     "site": "site",
 }
 

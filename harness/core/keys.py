@@ -41,10 +41,12 @@ def _read_key_file(path: Path) -> bytes:
 # second the release sweep, the third the implementation bundles (issue 21), the fourth
 # the bundles of 2026-12-03 (pr-cuda-v2, FlashInfer's samplers, the deployment inputs), the
 # fifth the whole-sampler PR runs of issue 26 (the fourth's private half was not carried to
-# that session's machine). Only a built-in key can be picked by a bundle's key id hint.
+# that session's machine), the sixth the upstream replays of issue 36 (likewise, the fifth's
+# private half was not on that session's machine). Only a built-in key can be picked by a
+# bundle's key id hint.
 PROJECT_KEY_RESOURCES = ("data/keys/topp-gate-evidence.pub", "data/keys/topp-gate-evidence-2.pub",
                          "data/keys/topp-gate-evidence-3.pub", "data/keys/topp-gate-evidence-4.pub",
-                         "data/keys/topp-gate-evidence-5.pub")
+                         "data/keys/topp-gate-evidence-5.pub", "data/keys/topp-gate-evidence-6.pub")
 
 
 def project_public_keys() -> dict[str, Ed25519PublicKey]:

@@ -38,7 +38,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,8 @@ class PrAnswer:
     rows_changed_base_right: int = 0  # of those, rows the base got right
     base_failed: str | None = None  # the base side's status and first line when it failed
     report: Path | None = None  # the bundle's report.md
+    # the verified statement's predicate, for readers of more than the answer (a replay)
+    predicate: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -732,7 +734,8 @@ def answer_of(view: Any, verified: Any, manifest: Manifest, matrix: str, manifes
                     rows_changed_base_right=figures.rows_changed_base_right,
                     base_failed=figures.base_failed,
                     report=(Path(view.bundle_path) / figures.report
-                            if figures.report is not None else None))
+                            if figures.report is not None else None),
+                    predicate=predicate)
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@ and no two modules import each other.
 
 Rooms, left to right: ``core``; ``pins`` and ``families``; ``kernels`` (the only place a
 kernel child is started, in its sandbox); ``capture`` (a run's parent: inputs, judge,
-bundle, signing); ``pr``; ``mutation``; ``commands``. A module may import from its own room
-or a room to its left, never to its right. Imports inside functions count too.
+bundle, signing); ``pr``; ``mutation`` and ``replay``; ``commands``. A module may import
+from its own room or a room to its left, never to its right. Imports inside functions count
+too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 ROOMS = {"core": 0, "pins": 1, "families": 1, "kernels": 2, "capture": 3, "pr": 4,
-         "mutation": 5, "commands": 6}
+         "mutation": 5, "replay": 5, "commands": 6}
 
 
 def _module(path: Path) -> str:
