@@ -31,9 +31,12 @@ What a vLLM server hands its top-k/top-p sampler, and where (vLLM 0.33.0 wheel):
 A spec (a JSON-like mapping; decimals may be strings, as manifests write them) has these
 keys, every one optional except that unknown keys are refused:
 
-``scale``           decimal; the base row is ``torch.randn(vocab, generator=
-                    Generator().manual_seed(seed))`` (the same draw as
-                    ``harness.capture.cases``' ``randn`` rows), times float32(scale) when given.
+``base``            ``"randn"`` (the default) or ``"rand"``: the base row is ``torch.randn(
+                    vocab, generator=Generator().manual_seed(seed))`` (the same draw as
+                    ``harness.capture.cases``' ``randn`` rows), or ``torch.rand`` from the same
+                    generator (uniform in [0, 1): the rows FlashInfer's own sampling tests
+                    build, as in its regression test of PR #2325).
+``scale``           decimal; the base row times float32(scale).
 ``dominant``        ``{"count": d, "delta": decimal}``: d distinct tokens, the first d of
                     ``torch.randperm(vocab)`` from the ``"dominant"`` generator, get
                     ``+ float32(delta)`` (float32 add) over the randn tail.
@@ -76,7 +79,7 @@ from ..core.f32 import to_float32
 F32 = torch.float32
 FORCED_LOGIT = "1e9"  # what vLLM writes (thinking_budget.py:365, thinking_budget_state.py:579)
 ROUND_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
-SPEC_KEYS = ("scale", "dominant", "round", "mask_fraction", "force", "temperature")
+SPEC_KEYS = ("base", "scale", "dominant", "round", "mask_fraction", "force", "temperature")
 
 
 def sub_seed(seed: int, step: str) -> int:
@@ -207,7 +210,11 @@ def build_row(spec: Mapping[str, Any], vocab: int, seed: int) -> torch.Tensor:
     unknown = sorted(set(spec) - set(SPEC_KEYS))
     if unknown:
         raise ManifestError(f"unknown row builder keys {unknown}; known: {list(SPEC_KEYS)}")
-    row = torch.randn(vocab, generator=_generator(seed), dtype=F32)
+    base = spec.get("base", "randn")
+    if base not in ("randn", "rand"):
+        raise ManifestError(f"row builder base {base!r}: use 'randn' or 'rand'")
+    draw = torch.randn if base == "randn" else torch.rand
+    row = draw(vocab, generator=_generator(seed), dtype=F32)
     if "scale" in spec:
         row = row * torch.tensor(_float32(spec["scale"], "scale"), dtype=F32)
     if "dominant" in spec:

@@ -183,3 +183,19 @@ def test_the_oracle_judges_every_builders_rows():
             out = top_k_top_p(row, p32=p, k=k)
             assert isinstance(out, Certified)
             assert all(row[t] != -math.inf for t in out.kept)
+
+
+def test_base_rand_draws_uniform_rows_from_the_row_seed() -> None:
+    """``base: rand``: FlashInfer's own tests' rows (uniform in [0, 1)), from the same
+    generator a randn row uses; every later step applies as before."""
+    row = rb.build_row({"base": "rand"}, 64, 7)
+    assert torch.equal(row, torch.rand(64, generator=torch.Generator().manual_seed(7)))
+    assert bool(((row >= 0) & (row < 1)).all())
+    assert not torch.equal(row, rb.build_row({}, 64, 7))
+    bf16 = rb.build_row({"base": "rand", "round": "bf16"}, 64, 7)
+    assert torch.equal(bf16, row.to(torch.bfloat16).to(torch.float32))
+
+
+def test_an_unknown_base_is_refused() -> None:
+    with pytest.raises(ManifestError, match="use 'randn' or 'rand'"):
+        rb.build_row({"base": "gumbel"}, 64, 7)
