@@ -5,19 +5,20 @@
     .venv/bin/python scripts/readme_sections.py --write
     .venv/bin/python scripts/readme_sections.py --check --only mutation_table
 
-Runs the five section scripts (results, implementations, deployment, mutation testing,
-affected releases; :data:`harness.present.sections.SECTIONS` holds their markers) one after
-another in this process, each on the file of this repository that holds its section
-(:data:`harness.present.sections.HOMES`: ``docs/results.md``, ``docs/implementations.md``,
-``docs/mutation.md``; README.md itself holds none since it fits on a page, issue 29). Every
-bundle a section reads is verified by the trusted core first, and once per process
-(:mod:`harness.present.verified`): a bundle two sections read (vLLM 0.33.0's deployment
-bundle, beside the implementations) is verified once. Exit 0 when every section is current
-(or was rewritten), else the first non-zero exit of a section script (1 stale, 2 bad input,
-4 a mutation run that does not verify); every section is checked either way.
+Runs the six section scripts (results, implementations, deployment, mutation testing,
+affected releases, replays; :data:`harness.present.sections.SECTIONS` holds their markers)
+one after another in this process, each on the file of this repository that holds its
+section (:data:`harness.present.sections.HOMES`: ``docs/results.md``,
+``docs/implementations.md``, ``docs/mutation.md``, ``docs/replays.md``; README.md itself
+holds none since it fits on a page, issue 29). Every bundle a section reads is verified by
+the trusted core first, and once per process (:mod:`harness.present.verified`): a bundle two
+sections read (vLLM 0.33.0's deployment bundle, beside the implementations) is verified
+once. Exit 0 when every section is current (or was rewritten), else the first non-zero exit
+of a section script (1 stale, 2 bad input, 4 a mutation run that does not verify); every
+section is checked either way.
 
 ``--only NAME[,NAME...]`` runs those section scripts alone: ``scripts/test`` runs the
-mutation runs' check in one process and the other four in another, at once (no bundle is
+mutation runs' check in one process and the other five in another, at once (no bundle is
 read by both groups, so each is still verified once).
 """
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="replace every section with the generated one")
     parser.add_argument("--only", metavar="NAME[,NAME...]",
                         help="run only these section scripts (results_section, impl_table, "
-                             "deploy_table, mutation_table, affected_releases)")
+                             "deploy_table, mutation_table, affected_releases, replay_table)")
     args = parser.parse_args(argv)
     from harness.present.sections import HOMES
 
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             ("impl_table", [flag, home("impls")]),
             ("deploy_table", [flag, home("deploy")]),
             ("mutation_table", [*mutation, flag, home("mutation")]),
-            ("affected_releases", [flag, home("affected")])]
+            ("affected_releases", [flag, home("affected")]),
+            ("replay_table", [flag, home("replays")])]
     if args.only is not None:
         names = args.only.split(",")
         unknown = sorted(set(names) - {name for name, _ in runs})

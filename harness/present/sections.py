@@ -35,11 +35,13 @@ MUTATION = Section("mutation", "scripts/mutation_table.py",
                    "<!-- /mutation-table -->")
 AFFECTED = Section("affected", "scripts/affected_releases.py",
                    "<!-- affected:begin -->", "<!-- affected:end -->")
-SECTIONS = {s.name: s for s in (RESULTS, IMPLS, DEPLOY, MUTATION, AFFECTED)}
+REPLAYS = Section("replays", "scripts/replay_table.py",
+                  "<!-- replays:begin -->", "<!-- replays:end -->")
+SECTIONS = {s.name: s for s in (RESULTS, IMPLS, DEPLOY, MUTATION, AFFECTED, REPLAYS)}
 # the file of this repository (relative to its root) that holds each section
 HOMES = {RESULTS.name: "docs/results.md", IMPLS.name: "docs/implementations.md",
          DEPLOY.name: "docs/results.md", MUTATION.name: "docs/mutation.md",
-         AFFECTED.name: "docs/results.md"}
+         AFFECTED.name: "docs/results.md", REPLAYS.name: "docs/replays.md"}
 
 
 def _bounds(section: Section, text: str) -> tuple[int, int]:
