@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..core.call_pattern import INT32
+from ..core.call_pattern import index_bytes
 from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import InvalidPError, NonFiniteLogitError, UsageError
@@ -233,9 +233,8 @@ def call_files(layout: CaseLayout) -> dict[str, bytes]:
         padding = torch.randn(layout.batch, call.row_stride - layout.vocab,
                               generator=_generator(int(call.padding_seed or 0)), dtype=F32)
         files[layout.padding_path] = _le_bytes(padding)
-    if layout.indices_path is not None and call.indices is not None:
-        code = "i" if call.indices_dtype == INT32 else "q"
-        files[layout.indices_path] = struct.pack(f"<{len(call.indices)}{code}", *call.indices)
+    if layout.indices_path is not None:
+        files[layout.indices_path] = index_bytes(call)
     return files
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import EXIT_OK, EXIT_VERIFY, UsageError
 from ..core.terminal import printable
@@ -74,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     evidence = build(tasks, workers=args.workers, extra_keys=extra,
                      progress=lambda line: print(f"site: {line}", file=sys.stderr,
                                                  flush=True))
+    from ..present.replays import replay_runs, replays_without_runs
+
+    evidence.replays = replay_runs(args.evidence, [_key(pem) for pem in extra])
+    evidence.replays_waiting = replays_without_runs(args.evidence)
     out.mkdir(parents=True, exist_ok=True)
     pages = write_site(evidence, out)
     refused = sum(1 for b in evidence.bundles if not hasattr(b, "verdict")) + sum(
@@ -93,6 +98,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"site: --check: every piece verified; {len(record)} bundles, each with the "
               f"verdict {RECORD} records", file=sys.stderr)
     return EXIT_OK
+
+
+def _key(pem: bytes) -> Any:
+    from cryptography.hazmat.primitives import serialization
+
+    return serialization.load_pem_public_key(pem)
 
 
 def _pem(path: Path) -> bytes:

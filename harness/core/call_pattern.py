@@ -25,6 +25,7 @@ and dtype of every tensor argument) and whether the buffer's padding was left as
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,6 +111,13 @@ def input_sizes(case_id: str, batch: int, vocab: int, pattern: CallPattern) -> d
     if idx is not None and pattern.indices is not None:
         sizes[idx] = _ITEM_BYTES[pattern.indices_dtype] * len(pattern.indices)
     return sizes
+
+
+def index_bytes(pattern: CallPattern) -> bytes:
+    """The captured index array: each index little-endian in the declared integer type."""
+    code = "i" if pattern.indices_dtype == INT32 else "q"
+    indices = pattern.indices or ()
+    return struct.pack(f"<{len(indices)}{code}", *indices)
 
 
 def to_index_json(case_id: str, pattern: CallPattern) -> dict[str, Any] | None:

@@ -41,6 +41,22 @@ def _first_difference(said: Any, found: Any, path: str = "") -> tuple[str, Any, 
 _MISSING = "(absent)"
 
 
+def check_call_files(case: Any, decode: Any) -> None:
+    """The files a call pattern adds are read (stored and raw sha256 checked) like every other
+    input, and an index array is the manifest's, value for value (the padding is random: only
+    ``--regenerate`` rebuilds it)."""
+    from .call_pattern import index_bytes
+
+    if case.padding_path is not None:
+        decode(case.padding_path)
+    if case.indices_path is not None:
+        found = decode(case.indices_path)
+        if found != index_bytes(case.call):
+            raise BindingMismatchError(f"{case.indices_path} vs the manifest's indices",
+                                       "the declared index array", "other values",
+                                       said_by="the manifest")
+
+
 def _captured_cases(artifacts: Artifacts, layout: list[Any], predicate: dict[str, Any],
                     manifest: Any, fast: bool = False) -> Iterator[Any]:
     """Each case's captured bytes, decoded (and digest-checked) only when the judge asks
@@ -56,6 +72,7 @@ def _captured_cases(artifacts: Artifacts, layout: list[Any], predicate: dict[str
         p = artifacts.decode(case.p_path)
         k = artifacts.decode(case.k_path) if case.k_path else None
         check_case_inputs(spec, case, logits, p, k)
+        check_call_files(case, artifacts.decode)
         sides: dict[str, bytes | str] = {}
         paths = case_paths(entry)
         for side in SIDES:

@@ -31,6 +31,7 @@ GROUPS: dict[str, str] = {
     "deploy": "deploy/bundles/",
     "impls": "impls/bundles/",
     "pr": "pr/ (topp-gate pr runs, in archives)",
+    "replays": "replays/ (upstream bugs replayed with topp-gate replay, in archives)",
 }
 BUNDLE_GLOBS: dict[str, tuple[str, ...]] = {
     "bundles": ("bundles/*/",),
@@ -38,6 +39,7 @@ BUNDLE_GLOBS: dict[str, tuple[str, ...]] = {
     "deploy": ("deploy/bundles/*/",),
     "impls": ("impls/bundles/*/",),
     "pr": ("pr/*/", "pr/*.tar.xz"),
+    "replays": ("replays/*/*.tar.xz",),
 }
 MUTATION_GLOBS = ("mutation/*/", "mutation/*.tar.xz")
 
@@ -264,6 +266,10 @@ class RefusedRun:
 class Evidence:
     bundles: list[BundleModel | RefusedBundle] = field(default_factory=list)
     mutations: list[MutationRun | RefusedRun] = field(default_factory=list)
+    # the committed replays of upstream bugs (harness.present.replays.ReplayRun), each run
+    # verified and held to its frozen replay file; with the replays not run yet
+    replays: list[Any] = field(default_factory=list)
+    replays_waiting: list[Any] = field(default_factory=list)
 
 
 SLUG_CHARS = 64  # the readable part of a page name, at most

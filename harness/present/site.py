@@ -232,11 +232,53 @@ def _teaching(ev: Evidence) -> list[str]:
     return out
 
 
+def _replays(ev: Evidence) -> list[str]:
+    """The "Bugs it would have caught" table: each committed run of a frozen replay of an
+    upstream bug, verified and held to its replay (:mod:`.replays`)."""
+    from .replays import rows_named, said
+
+    if not ev.replays and not ev.replays_waiting:
+        return []
+    out = ["<h2 id=\"replays\">Bugs it would have caught</h2>",
+           "<p>Sampler bugs that shipped upstream, replayed with <code>topp-gate replay"
+           "</code>: the broken release judged against the binary64 oracle row by row, the "
+           "fixed release gated as an upgrade of it, on the call pattern the bug needs. Only "
+           "bundles that verified in this build and are runs of their frozen replay file "
+           "appear.</p>",
+           "<table><tr><th>bug</th><th>releases</th><th>backend, device</th>"
+           "<th>what the gate said</th><th>rows the broken release fails</th>"
+           "<th>bundle</th></tr>"]
+    for run in ev.replays:
+        data = run.replay.data
+        bug = (f'<a href="{_e(data["thread"])}">{_e(data["title"])}</a>')
+        releases = f"{_e(run.replay.broken.release)} &rarr; {_e(run.replay.fixed.release)}"
+        where = f"{_e(run.backend or '?')}, {_e(run.device or '?')}"
+        if run.outcome is None:
+            out.append(f"<tr><td>{bug}</td><td>{releases}</td><td>{where}</td>"
+                       f'<td class="v-refused" colspan="2">refused: {_e(run.refused)}</td>'
+                       f"<td>{_e(run.shown)}</td></tr>")
+            continue
+        good = run.outcome.answer == "REPRODUCED AND FIXED"
+        out.append(f"<tr><td>{bug}</td><td>{releases}</td><td>{where}</td>"
+                   f'<td class="{"v-pass" if good else "v-stop"}"><strong>'
+                   f"{_e(run.outcome.answer)}</strong>: "
+                   f"{_e(said(run.outcome, run.replay.broken.release, run.replay.fixed.release))}"
+                   f"</td><td>{_e(rows_named(run.outcome) or 'none')}</td>"
+                   f"<td>{_e(run.shown)}</td></tr>")
+    for replay in ev.replays_waiting:
+        data = replay.data
+        out.append(f'<tr><td><a href="{_e(data["thread"])}">{_e(data["title"])}</a></td>'
+                   f"<td>{_e(replay.broken.release)} &rarr; {_e(replay.fixed.release)}</td>"
+                   f'<td colspan="4">frozen, not run yet</td></tr>')
+    out.append("</table>")
+    return out
+
+
 def index_page(ev: Evidence) -> str:
     body = ["<h2>What the evidence shows</h2>",
             "<p>Each finding below is computed in this build from the bundles verified "
             "above everything else on this page; a finding no verified bundle supports is "
-            "left out.</p>", *_teaching(ev),
+            "left out.</p>", *_teaching(ev), *_replays(ev),
             "<h2>The evidence at a glance</h2>", "<ul id=\"findings\">", *_findings(ev),
             "</ul>",
             "<h2>Release x path x implementation</h2>",

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..capture.bundle_writer import BundleContent
-from ..core.call_pattern import expected_logits, vector
+from ..core.call_pattern import expected_logits, index_bytes, vector
 from ..core.cases_index import render_cases_index
 from ..core.digest import sha256_hex
 from ..core.errors import InternalError
@@ -195,8 +195,7 @@ def _call_files(case: Any, rnd: random.Random) -> dict[str, bytes]:
         width = call.row_stride - case.vocab
         files[case.padding_path] = encode([rnd.gauss(0.0, 1.0) for _ in range(case.batch * width)])
     if case.indices_path is not None:
-        code = "i" if call.indices_dtype == "int32" else "q"
-        files[case.indices_path] = struct.pack(f"<{len(call.indices)}{code}", *call.indices)
+        files[case.indices_path] = index_bytes(call)
     return files
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 import json
 import struct
 import sys
@@ -181,3 +182,35 @@ def test_legacy_records_verify_only_for_a_default_call() -> None:
     with pytest.raises(BindingMismatchError):
         call_pattern.check_recorded_call("stock", "c", 2, 8, call_pattern.CallPattern(
             k_dtype="int64"), record)
+
+
+def test_any_changed_byte_of_the_padding_fails_verify(tmp_path: Path) -> None:
+    """The padding is read (stored and raw sha256) like every other input, not only under
+    --regenerate."""
+    bundle = _write(tmp_path / "b")
+    stored = next((bundle / "inputs").glob("padded-v200.pad.f32*"))
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2] ^= 1
+    stored.write_bytes(bytes(data))
+    with pytest.raises(BindingMismatchError, match="pad.f32"):
+        verify_bundle(bundle, PUB)
+
+
+def test_an_index_array_other_than_the_manifests_is_refused(tmp_path: Path) -> None:
+    """A signer that captured (and hashed, consistently) other indices than the manifest
+    declares: the index array is fully fixed by the manifest, so verify compares values."""
+    bundle = fixture.content(MANIFEST, sources=synthetic.SOURCES_V3)
+    other = struct.pack("<5q", 0, 0, 0, 1, 2)
+    inputs = {**bundle.inputs, "inputs/indexed-v128.idx.i64": other}
+    evidence = {}
+    for side, raw in bundle.evidence.items():
+        data = json.loads(raw)
+        for record in data["cases"]:
+            if record["id"] == "indexed-v128":
+                record["indices_sha256"] = hashlib.sha256(other).hexdigest()
+        evidence[side] = (json.dumps(data, indent=2) + "\n").encode()
+    bundle = fixture.with_report(dataclasses.replace(bundle, inputs=inputs, evidence=evidence),
+                                 MANIFEST)
+    write_bundle(tmp_path / "b", bundle, KEY, max_bytes=MANIFEST["limits"]["max_bundle_bytes"])
+    with pytest.raises(BindingMismatchError, match="the manifest's indices"):
+        verify_bundle(tmp_path / "b", PUB)
