@@ -3,16 +3,33 @@
 vLLM 0.33.0 samples with FlashInfer 0.7.2.post1 by default on CUDA
 (``top_p_sampling_from_probs`` for top-p only, ``top_k_top_p_sampling_from_logits`` for
 top-k and top-p); SGLang uses it too. ``sources pin flashinfer-python==0.7.2.post1`` pins it.
+FlashInfer 0.6.0 and 0.6.1 run too (``evidence/pins/flashinfer-0.6.0.json``, ``-0.6.1.json``),
+to replay FlashInfer PR #2325 (0.6.1's ``include/flashinfer/topk.cuh`` clears the multi-CTA
+radix histogram for the next row; 0.6.0's does not); where the releases differ, it is said
+below.
 
 What to pin (:meth:`FlashInfer.closure`): the import closure of ``flashinfer.sampling``
 with *bare packages* (no package ``__init__.py``: FlashInfer's own imports nearly all of the
 78 MB package; the child gives each package folder a bare module instead and records it),
-17 Python files for 0.7.2.post1, plus what its JIT compiles with nvcc: ``csrc/sampling.cu``,
-``renorm.cu``, ``flashinfer_sampling_binding.cu``, ``sampling_utils.h``,
-``tvm_ffi_utils.h``, all of ``data/include/`` and the bundled CCCL headers (``cub``,
-``libcudacxx/include``, ``thrust``), every file hashed; about 26 MB raw. The JIT also needs
-the separate ``apache-tvm-ffi`` wheel (not pinned here; the device script installs it) and
-the CUDA toolkit of the machine (nvcc, curand).
+17 Python files for 0.7.2.post1 (12 for 0.6.x), plus what its JIT compiles with nvcc:
+``csrc/sampling.cu``, ``renorm.cu``, ``flashinfer_sampling_binding.cu``, ``sampling_utils.h``,
+``tvm_ffi_utils.h`` and all of ``data/include/``, every file hashed. What is pinned of CUB and
+libcu++ (CCCL) depends on the release:
+
+* 0.7.2.post1 bundles CCCL in the wheel (``data/cccl/``: ``cub``, ``libcudacxx/include``,
+  ``thrust``) and puts those folders first (``-I``, ahead of the toolkit's): they are pinned,
+  every header by its sha256 (2668 files, about 26 MB raw);
+* 0.6.0 and 0.6.1 bundle no CCCL: their ``jit/cpp_ext.py`` (``get_system_includes``) reads
+  CUB and libcu++ from the machine's CUDA toolkit, ``-isystem $cuda_home/include/cccl``.
+  Those headers are not pinned: the build file's hash (``build_ninja_sha256``, below) binds
+  the include path (``cuda_home = ...`` and that flag), not the headers' contents
+  (188 and 194 files, about 3 MB raw).
+
+In both, the rest of the toolkit (``$cuda_home/include``: ``cuda_runtime.h``,
+``curand_kernel.h``, ``cuda_fp16.h``, ...; nvcc itself), Python's include folder and the
+separate ``apache-tvm-ffi`` wheel's headers (``tvm/ffi``, ``dlpack``; not pinned here, the
+device script installs the wheel) are bound the same way: by path in the build file, not by
+content.
 
 Dispatch paths (one FlashInfer function each, called on CUDA tensors), and what a row of
 the child's output holds: the captured logit, bit for bit, at every token the function
@@ -44,10 +61,14 @@ stable private copy (``stable_copy``): the module is built once per machine and 
 and every later child (the other side of a run, the next run) finds ninja's build up to
 date and loads it.
 
-Only what was built from the pinned sources runs (issue 27). FlashInfer 0.7.2.post1's
-``jit/env.py`` imports any ``flashinfer_jit_cache`` (AOT shared objects that replace the
-JIT build) or ``flashinfer_cubin`` package it finds, and reads ``FLASHINFER_*`` variables
-(the workspace, the cubin folder, ``FLASHINFER_DISABLE_VERSION_CHECK``, ...). So:
+Only what was built from the pinned sources runs (issue 27). FlashInfer's ``jit/env.py``
+(0.6.x and 0.7.x alike) imports any ``flashinfer_jit_cache`` (AOT shared objects that replace
+the JIT build) or ``flashinfer_cubin`` package it finds, and reads ``FLASHINFER_*``
+variables (the workspace, the cubin folder, ``FLASHINFER_DISABLE_VERSION_CHECK``, ...).
+0.7.x lists the jit cache's providers (``FLASHINFER_AOT_PROVIDERS``); 0.6.x has no such list
+and takes the jit cache's ``get_jit_cache_dir()`` as ``FLASHINFER_AOT_DIR`` instead. Both
+load ``FLASHINFER_AOT_DIR/<name>/<name>.so`` (0.7.x also a provider's), when it exists,
+instead of building. So:
 
 * the runner removes every ``FLASHINFER_*`` variable from the child's environment; the
   evidence names those removed (``env_removed``, names only);
@@ -56,8 +77,10 @@ JIT build) or ``flashinfer_cubin`` package it finds, and reads ``FLASHINFER_*`` 
   :func:`harness.kernels.child.check_isolation`);
 * before the import, the child sets ``FLASHINFER_WORKSPACE_BASE`` to the stable copy's build
   folder (``<copy>.build``, 0700, this user's): ninja's build file and the shared object
-  live there; after it, the import must have found no AOT provider and the sampling
-  module must not be AOT;
+  live there; after it (:func:`check_aot_env`), ``FLASHINFER_AOT_DIR`` must be the copy's
+  own ``flashinfer/data/aot`` and nothing may exist there, 0.7.x's provider list must be
+  empty (0.6.x has none), neither package may have been imported, and the sampling module
+  must not be AOT (:func:`_check_spec`, at the first proof);
 * every shared object FlashInfer asks ``tvm_ffi.load_module`` to load must be a regular
   file under that build folder, reached through no link (anything else is refused, the
   child stops with one line); the file is opened, hashed from that descriptor, and must be
@@ -70,11 +93,14 @@ whether this child built it (``built_by_this_child``), ``build_ninja_sha256``,
 * ``build_ninja_sha256`` is the sha256 of the ``build.ninja`` the JIT wrote and ran
   (``cached_ops/sampling/build.ninja``: every nvcc and link command, flag, include folder
   and source), with the build folder's absolute path replaced by ``${BUILD}`` and the copy's
-  by ``${TREE}``; its text is recorded once per child (``build_ninja``, in the first case);
+  by ``${TREE}``; its text is recorded once per child (``build_ninja``, in the first case).
+  0.6.0 writes its outputs relative to ``cached_ops`` (``$name/$name.so``), 0.6.1 and
+  0.7.2.post1 as absolute paths in the build folder (``${BUILD}/...``);
 * ``sources_tree_sha256`` is the pinned tree digest of the copy (``sha256  path`` lines of
   every pinned file, sorted: the pin's ``tree_sha256``); every input the build reads from
-  the tree (the three ``.cu`` files, the two headers, ``include/``, the CCCL headers, all
-  pinned files) is in it by its pinned sha256;
+  the tree (the three ``.cu`` files, the two headers, ``include/``, for 0.7.2.post1 the
+  CCCL headers; all pinned files, and the copy holds nothing else) is in it by its pinned
+  sha256; what the build reads from outside the tree (for 0.6.x CCCL too) is not;
 * ``sources_sha256`` is the sha256 of the UTF-8 JSON
   ``{"algorithm":"topp-gate/flashinfer-jit-sources/v1","build_ninja_sha256":N,
   "tree_sha256":T}`` (keys sorted, no spaces): :func:`sources_sha256`.
@@ -243,19 +269,7 @@ class FlashInfer(Family):
     def _import_bare(self, tree: Path) -> Any:
         import importlib
 
-        root = tree / self.package
-        folders = {root}
-        for source in root.rglob("*.py"):  # every folder holding a module, and its parents
-            folders.update(p for p in source.parents if p.is_relative_to(root))
-        bare = []
-        for folder in sorted(folders):
-            name = ".".join(folder.relative_to(tree).parts)
-            module = types.ModuleType(name, "topp-gate: bare package (no __init__ run)")
-            module.__path__ = [str(folder)]
-            module.__topp_gate_placeholder__ = True  # type: ignore[attr-defined]
-            sys.modules[name] = module
-            bare.append(name)
-        self._bare = bare
+        self._bare = bare_packages(tree, self.package)
         self._tree = tree
         return importlib.import_module(self.kernel_module)
 
@@ -378,6 +392,24 @@ _LOADED: dict[str, dict[str, Any]] = {}
 _REFUSED: list[str] = []
 
 
+def bare_packages(tree: Path, package: str) -> list[str]:
+    """A bare module (no ``__init__`` run) in ``sys.modules`` for every folder of
+    ``tree/package`` that holds a module, and its parents; their names."""
+    root = tree / package
+    folders = {root}
+    for source in root.rglob("*.py"):  # every folder holding a module, and its parents
+        folders.update(p for p in source.parents if p.is_relative_to(root))
+    bare = []
+    for folder in sorted(folders):
+        name = ".".join(folder.relative_to(tree).parts)
+        module = types.ModuleType(name, "topp-gate: bare package (no __init__ run)")
+        module.__path__ = [str(folder)]
+        module.__topp_gate_placeholder__ = True  # type: ignore[attr-defined]
+        sys.modules[name] = module
+        bare.append(name)
+    return bare
+
+
 def sources_sha256(tree_sha256: str, build_ninja_sha256: str) -> str:
     """The hash of the JIT's inputs (module docstring); ``harness.core.verify_bindings``
     computes the same (a test holds the two equal)."""
@@ -403,14 +435,48 @@ def _check_no_aot(tree: Path) -> None:
     build = _STATE.get("build")
     if build is None:
         raise KernelChildError("FlashInfer imported without its build folder")
-    env = sys.modules.get("flashinfer.jit.env")
-    if env is None or getattr(env, "FLASHINFER_AOT_PROVIDERS", None) != ():
-        raise KernelChildError("FlashInfer found an AOT provider (flashinfer_jit_cache); "
-                               "refused")
+    check_aot_env(sys.modules.get("flashinfer.jit.env"), tree)
     loaded = [n for n in ("flashinfer_jit_cache", "flashinfer_cubin") if n in sys.modules]
     if loaded:
         raise KernelChildError(f"{loaded[0]} was imported; refused")
     _guard_loads(sys.modules["flashinfer.jit.core"].tvm_ffi, build)
+
+
+def check_aot_env(env: Any, tree: Path) -> str:
+    """What the imported ``flashinfer.jit.env`` (``env``) says of AOT libraries must leave
+    the JIT build from the copy ``tree`` as the only source of the sampling module; returns
+    which form was checked, raises :class:`KernelChildError` otherwise (fail closed).
+
+    Both forms compute ``FLASHINFER_AOT_DIR``, the folder a prebuilt ``<name>/<name>.so``
+    is taken from before any JIT build (0.6.x ``JitSpec.is_aot``, 0.7.x
+    ``get_aot_artifacts``' fallback). It must be the copy's own ``flashinfer/data/aot``
+    (``Path(env.py).resolve().parents[1] / "data" / "aot"``: what both compute when no
+    ``flashinfer_jit_cache`` is importable; 0.6.x's ``_get_aot_dir`` returns that package's
+    ``get_jit_cache_dir()`` instead), and nothing may exist at that path (no pin holds it).
+
+    * 0.7.x (``FLASHINFER_AOT_PROVIDERS`` defined): the providers must be ``()`` and
+      ``FLASHINFER_AOT_DIRS`` (where it is defined) only the copy's own folder;
+    * 0.6.x (no ``FLASHINFER_AOT_PROVIDERS``): the folder check above is all there is."""
+    if env is None:
+        raise KernelChildError("FlashInfer's jit.env was not imported; refused")
+    own = Path(os.path.realpath(tree)) / "flashinfer" / "data" / "aot"
+    aot_dir = getattr(env, "FLASHINFER_AOT_DIR", None)
+    if not isinstance(aot_dir, Path) or aot_dir != own:
+        raise KernelChildError(f"FlashInfer's AOT folder {str(aot_dir)[:200]} is not the "
+                               "pinned copy's own flashinfer/data/aot; refused")
+    if os.path.lexists(own):
+        raise KernelChildError("the pinned copy holds flashinfer/data/aot (AOT libraries "
+                               "that replace the JIT build); refused")
+    if hasattr(env, "FLASHINFER_AOT_PROVIDERS"):
+        if env.FLASHINFER_AOT_PROVIDERS != ():
+            raise KernelChildError("FlashInfer found an AOT provider (flashinfer_jit_cache); "
+                                   "refused")
+        dirs = getattr(env, "FLASHINFER_AOT_DIRS", (own,))
+        if not isinstance(dirs, tuple) or dirs != (own,):
+            raise KernelChildError("FlashInfer's AOT folders are not the pinned copy's own "
+                                   "flashinfer/data/aot alone; refused")
+        return "FLASHINFER_AOT_PROVIDERS == (), FLASHINFER_AOT_DIR absent in the copy"
+    return "no FLASHINFER_AOT_PROVIDERS (0.6.x), FLASHINFER_AOT_DIR absent in the copy"
 
 
 def _check_spec(spec: Any, build: Path, tree: Path) -> None:
