@@ -10,8 +10,10 @@
 #                                its deps, cryptography, cffi, pycparser, rfc8785, pyzmq;
 #                                apache-tvm-ffi for FlashInfer)
 #   .carry/bubblewrap.deb        apt-get download bubblewrap (the sandbox; the image has none)
-#   .carry/replay-sources.tar.xz 'topp-gate sources export DIR --pin P ...' of every pin the
-#                                replays name, as a tar.xz of DIR
+#   .carry/replay-sources.tar.xz 'topp-gate sources export DIR --pin P ...' of the vLLM pins
+#                                the replays name, as a tar.xz of DIR
+#   .carry/fi06-sources.tar.xz   the same of FlashInfer 0.6.0 and 0.6.1 (when a FlashInfer
+#                                replay runs; its JIT builds with this machine's nvcc)
 #   .carry/topp-gate-evidence-6.key
 # Each kernel child runs in bubblewrap's sandbox when it works on this machine; where it does
 # not, the run is --unsandboxed (released code only) and the log and the evidence say so.
@@ -23,11 +25,14 @@ REPLAYS=${REPLAYS:?name the replays, as in REPLAYS="vllm-42684"}
 mkdir -p /tmp/bw /tmp/replay-trees
 dpkg -x .carry/bubblewrap.deb /tmp/bw || exit 1
 export PATH=/tmp/bw/usr/bin:$PATH
-tar -C /tmp/replay-trees -xJf .carry/replay-sources.tar.xz || exit 1
+for sources in .carry/replay-sources.tar.xz .carry/fi06-sources.tar.xz; do
+  [ -f "$sources" ] && { tar -C /tmp/replay-trees -xJf "$sources" || exit 1; }
+done
 log=$OUT/replay.log
 {
   date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__, "sm", torch.cuda.get_device_properties(0).multi_processor_count)'
+  nvcc --version | tail -2
   unsandboxed=
   if python3 -c 'from harness.kernels import sandbox; print(sandbox.probe().record())'; then
     echo "sandbox: bubblewrap works here"

@@ -150,8 +150,10 @@ def _check_samplers_judged_by_support(entries: dict[str, dict[str, Any]],
         return
     for name in SIDES:
         family = families.get(entries[name]["family"])
-        used = {entries[name]["dispatch"]} | {c["paths"][name] for c in cases
-                                              if name in c.get("paths", {})}
+        # the side's own path counts only where some case takes it (has no path of its own)
+        used = {c["paths"][name] for c in cases if name in c.get("paths", {})}
+        if any(name not in c.get("paths", {}) for c in cases):
+            used.add(entries[name]["dispatch"])
         drawn = sorted(used & set(family.sampling_paths))
         if drawn:
             raise UsageError(f"{name} side: {family.id} path {drawn[0]} draws tokens; a "

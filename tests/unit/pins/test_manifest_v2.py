@@ -126,3 +126,29 @@ def test_a_sampler_path_under_a_masking_rule_set_is_refused_before_writing(tmp_p
     assert main(["manifest", "new", "--stock", str(fi), "--patched", str(fi), "--stock-path",
                  "top-k-mask", "--patched-path", "top-k-mask", "--matrix", "deploy",
                  "--cache", str(tmp_path / "empty"), "--out", str(out)]) == 0
+
+
+def test_a_sampler_side_path_no_case_takes_is_not_refused(tmp_path, capsys):
+    """The side's own path counts only where a case takes it: a matrix whose every case names
+    a masking path for both sides (the FlashInfer PR #2325 replay) is a masking matrix, even
+    though the family's default path draws tokens; one case left on the default is refused."""
+    fi = PINS / "flashinfer-0.7.2.post1.json"
+    cases = [{"id": "masked", "kind": "traffic", "vocab": 64, "batch": 2, "seed": 1,
+              "sampling": [{"k": 5}], "paths": {"stock": "top-k-mask",
+                                                 "patched": "top-k-mask"}}]
+    matrix = {"schema": "topp-gate/matrix/v1", "description": "masking paths only",
+              "rules": "regression/v2",
+              "backend": {"required": "cuda", "interpreter_sm_count": 132},
+              "limits": {"max_vocab": 64, "max_batch": 8, "child_timeout_s": 60,
+                         "run_timeout_s": 600, "max_bundle_bytes": 1 << 20},
+              "cases": cases}
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps(matrix), "utf-8")
+    args = ["manifest", "new", "--stock", str(fi), "--patched", str(fi), "--stock-path",
+            "top-p-sampling", "--patched-path", "top-p-sampling", "--matrix", str(path),
+            "--cache", str(tmp_path / "empty")]
+    assert main([*args, "--out", str(tmp_path / "ok.json")]) == 0
+    cases.append({**cases[0], "id": "default", "paths": {"stock": "top-k-mask"}})
+    path.write_text(json.dumps(matrix), "utf-8")
+    assert main([*args, "--out", str(tmp_path / "refused.json")]) == 2
+    assert "patched side: flashinfer path top-p-sampling draws tokens" in capsys.readouterr().err
