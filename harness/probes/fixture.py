@@ -76,7 +76,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
             sources: dict[str, Any] | None = None, damage: bool = False,
             stock_failure: str | None = None, rewrite_values: bool = False,
             rules: str | None = None, device: str | None = None,
-            lie_inputs: bool = False) -> BundleContent:
+            lie_inputs: bool = False, built_inputs: bool = False) -> BundleContent:
     """A complete synthetic BundleContent: patched keeps the oracle set, stock fails forced.
 
     ``sources`` is what the receipt records as ``hashes.sources`` (default: the manifest's
@@ -87,7 +87,10 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     by another rule set than the manifest's (a dishonest signer; default: the manifest's);
     ``device`` is the device string both sides' evidence names (untrusted text the report
     shows); ``lie_inputs`` captures forced rows with value 50 and p 0.25 whatever the
-    manifest says (everything else, rows and verdict included, made from those bytes).
+    manifest says (everything else, rows and verdict included, made from those bytes);
+    ``built_inputs`` captures what ``run`` would (:func:`harness.capture.cases.build_case`,
+    CPU torch: rows, p and every file a call pattern adds), so ``verify --regenerate``
+    rebuilds them byte for byte.
     """
     manifest_raw = manifest_bytes(manifest)
     parsed = parse_manifest(manifest_raw)
@@ -99,7 +102,9 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     cases = []
     top_k = rule_set(rules).top_k
     for case, case_spec in zip(layout, manifest["cases"], strict=True):
-        rows, ps = _rows_for(manifest, case, rnd, lie_inputs)
+        built = _built(case_spec, case) if built_inputs else None
+        rows, ps = built[0] if built is not None else _rows_for(manifest, case, rnd,
+                                                                lie_inputs)
         ks: Sequence[int | None] = row_ks(case_spec, has_k=case.has_k) or [None] * len(rows)
         stock: list[float] = []
         patched: list[float] = []
@@ -122,7 +127,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         k_bytes = struct.pack(f"<{len(rows)}i", *ks) if case.k_path else None
         if case.k_path is not None and k_bytes is not None:
             inputs[case.k_path] = k_bytes
-        inputs.update(_call_files(case, rnd))
+        inputs.update(built[1] if built is not None else _call_files(case, rnd))
         if damage and case.kind == "ordinary":
             last = len(patched) - case.vocab
             top = max(range(case.vocab), key=lambda i: rows[-1][i])
@@ -184,6 +189,20 @@ def with_report(bundle: BundleContent, manifest: Mapping[str, Any]) -> BundleCon
         rules=(bundle.judgement or {}).get("rules")),
         (bundle.judgement or {}).get("report", LEGACY_REPORT))
     return dataclasses.replace(bundle, reports={"report.md": report.encode("utf-8")})
+
+
+def _built(spec: Mapping[str, Any], case: Any
+           ) -> tuple[tuple[list[list[float]], list[float]], dict[str, bytes]]:
+    """A case's rows and p as ``run`` builds them (needs torch), and its call files."""
+    from ..capture.cases import build_case
+    from ..core.f32 import decode
+
+    built = build_case(spec, has_k=case.has_k)
+    values = decode(built.logits)
+    rows = [values[i * case.vocab:(i + 1) * case.vocab] for i in range(case.batch)]
+    files = {name: data for name, data in built.files().items()
+             if name in (case.padding_path, case.indices_path)}
+    return (rows, decode(built.p)), files
 
 
 def _call_files(case: Any, rnd: random.Random) -> dict[str, bytes]:

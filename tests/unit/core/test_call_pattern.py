@@ -214,3 +214,35 @@ def test_an_index_array_other_than_the_manifests_is_refused(tmp_path: Path) -> N
     write_bundle(tmp_path / "b", bundle, KEY, max_bytes=MANIFEST["limits"]["max_bundle_bytes"])
     with pytest.raises(BindingMismatchError, match="the manifest's indices"):
         verify_bundle(tmp_path / "b", PUB)
+
+
+def test_verify_regenerate_rebuilds_strided_buffers_and_index_arrays(tmp_path: Path) -> None:
+    """Inputs captured as ``run`` builds them (the real builder, CPU torch): ``verify
+    --regenerate`` rebuilds every file of both call patterns byte for byte, and refuses a
+    padding a signer captured from another seed."""
+    from harness.capture.regenerate import regenerate_inputs
+    from harness.core.verify import open_bundle
+
+    bundle = fixture.content(MANIFEST, sources=synthetic.SOURCES_V3, built_inputs=True)
+    write_bundle(tmp_path / "b", bundle, KEY, max_bytes=MANIFEST["limits"]["max_bundle_bytes"])
+    verify_bundle(tmp_path / "b", PUB)
+    assert regenerate_inputs(open_bundle(tmp_path / "b", PUB)) == 4 + 4  # logits, p, k, call
+    other = copy.deepcopy(MANIFEST)
+    other["cases"][0]["call"]["padding_seed"] = 6
+    moved = fixture.content(other, sources=synthetic.SOURCES_V3, built_inputs=True)
+    inputs = {**bundle.inputs, "inputs/padded-v200.pad.f32":
+              moved.inputs["inputs/padded-v200.pad.f32"]}
+    evidence = {}
+    for side, raw in bundle.evidence.items():
+        data = json.loads(raw)
+        for record in data["cases"]:
+            if record["id"] == "padded-v200":
+                record["padding_sha256"] = hashlib.sha256(
+                    inputs["inputs/padded-v200.pad.f32"]).hexdigest()
+        evidence[side] = (json.dumps(data, indent=2) + "\n").encode()
+    lying = fixture.with_report(dataclasses.replace(bundle, inputs=inputs, evidence=evidence),
+                                MANIFEST)
+    write_bundle(tmp_path / "c", lying, KEY, max_bytes=MANIFEST["limits"]["max_bundle_bytes"])
+    verify_bundle(tmp_path / "c", PUB)  # the padding is random: only a rebuild can tell
+    with pytest.raises(BindingMismatchError, match="pad.f32 rebuilt from the manifest"):
+        regenerate_inputs(open_bundle(tmp_path / "c", PUB))
