@@ -13,6 +13,9 @@ rows, int32 k, no index array). With one:
   ``torch.randn(batch, S - vocab, generator=torch.Generator().manual_seed(padding_seed))``.
 * ``k_dtype`` (``int32``, the default, or ``int64``): the integer type of the top-k tensor
   the kernel gets (the captured k file stays int32).
+* ``param_stride`` s (>= 2): k and p reach the kernel as non-contiguous views, every s-th
+  element of a buffer (``buffer[::s]``, as a column of a per-request ``[batch, s]`` table),
+  the other elements zero; the captured k and p files are the views' values as before.
 * ``indices`` (with ``indices_dtype``): FlashInfer's optional index array for its sampling
   functions: output row j draws from probability row ``indices[j]``, repeated or out of
   order, fewer or more output rows than probability rows; captured as
@@ -47,6 +50,7 @@ class CallPattern:
     row_stride: int | None = None  # elements between rows of the logits buffer
     padding_seed: int | None = None
     k_dtype: str = INT32
+    param_stride: int = 1  # elements between consecutive rows' k and p
     indices: tuple[int, ...] | None = None
     indices_dtype: str = INT32
 
@@ -80,6 +84,7 @@ def from_manifest(case: Mapping[str, Any]) -> CallPattern:
         row_stride=None if stride is None else int(stride),
         padding_seed=None if stride is None else int(spec["padding_seed"]),
         k_dtype=str(spec.get("k_dtype", INT32)),
+        param_stride=int(spec.get("param_stride", 1)),
         indices=None if indices is None else tuple(int(i) for i in indices),
         indices_dtype=str(spec.get("indices_dtype", INT32)))
     if pattern.is_default:
@@ -131,6 +136,8 @@ def to_index_json(case_id: str, pattern: CallPattern) -> dict[str, Any] | None:
                      padding=padding_path(case_id, pattern))
     if pattern.k_dtype != INT32:
         entry["k_dtype"] = pattern.k_dtype
+    if pattern.param_stride != 1:
+        entry["param_stride"] = pattern.param_stride
     if pattern.indices is not None:
         entry.update(indices=list(pattern.indices), indices_dtype=pattern.indices_dtype,
                      indices_file=indices_path(case_id, pattern))
@@ -147,6 +154,7 @@ def from_index_json(case_id: str, entry: Mapping[str, Any] | None) -> CallPatter
         row_stride=entry.get("logits_row_stride"),
         padding_seed=entry.get("padding_seed"),
         k_dtype=str(entry.get("k_dtype", INT32)),
+        param_stride=int(entry.get("param_stride", 1)),
         indices=None if indices is None else tuple(int(i) for i in indices),
         indices_dtype=str(entry.get("indices_dtype", INT32)))
 
@@ -154,9 +162,9 @@ def from_index_json(case_id: str, entry: Mapping[str, Any] | None) -> CallPatter
 # --- what the child must record ---------------------------------------------------------------
 
 
-def vector(length: int, dtype: str) -> dict[str, Any]:
-    """A contiguous one-dimensional argument as the child records it."""
-    return {"shape": [length], "stride": [1], "storage_offset": 0, "dtype": dtype}
+def vector(length: int, dtype: str, stride: int = 1) -> dict[str, Any]:
+    """A one-dimensional argument as the child records it (contiguous unless ``stride``)."""
+    return {"shape": [length], "stride": [stride], "storage_offset": 0, "dtype": dtype}
 
 
 def expected_logits(batch: int, vocab: int, pattern: CallPattern) -> dict[str, Any]:
@@ -184,11 +192,12 @@ def check_recorded_call(side: str, case_id: str, batch: int, vocab: int,
     if call.get("logits") != want:
         raise BindingMismatchError(f"{side} case {case_id} logits argument", str(want),
                                    str(call.get("logits")), said_by="the manifest")
-    k = call.get("k")
-    if k is not None and k != vector(batch, pattern.k_dtype):
-        raise BindingMismatchError(f"{side} case {case_id} k argument",
-                                   str(vector(batch, pattern.k_dtype)), str(k),
-                                   said_by="the manifest")
+    for name, dtype in (("k", pattern.k_dtype), ("p", FLOAT32)):
+        found = call.get(name)
+        want_vector = vector(batch, dtype, pattern.param_stride)
+        if found is not None and found != want_vector:
+            raise BindingMismatchError(f"{side} case {case_id} {name} argument",
+                                       str(want_vector), str(found), said_by="the manifest")
     if pattern.indices is not None:
         want_idx = vector(len(pattern.indices), pattern.indices_dtype)
         if call.get("indices") != want_idx:

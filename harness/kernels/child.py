@@ -295,6 +295,27 @@ class CallArguments:
     k: Any
     p: Any
     indices: Any
+    param_stride: int = 1  # k and p as every n-th element of a zeroed buffer
+
+    def params(self, device: str) -> tuple[Any, Any]:
+        """k and p on ``device``, each a fresh tensor laid out as declared: contiguous, or
+        the view ``buffer[::n]`` of a zeroed buffer made on that device (moving a view
+        would make it contiguous)."""
+        return self._laid_out(self.k, device), self._laid_out(self.p, device)
+
+    def _laid_out(self, tensor: Any, device: str) -> Any:
+        if tensor is None:
+            return None
+        moved = tensor.to(device).clone()
+        if self.param_stride == 1:
+            return moved
+        import torch
+
+        buffer = torch.zeros(moved.shape[0] * self.param_stride, dtype=moved.dtype,
+                             device=device)
+        view = buffer[:: self.param_stride]
+        view.copy_(moved)
+        return view
 
     def logits(self, buffer: Any) -> Any:
         """The logits view of ``buffer`` (this one or a device copy of it)."""
@@ -334,7 +355,8 @@ def call_arguments(torch: Any, case: dict[str, Any], inputs: CaseInputs) -> Call
     if inputs.indices is not None:
         dtype = torch.int64 if call.get("indices_dtype") == "int64" else torch.int32
         indices = torch.frombuffer(bytearray(inputs.indices), dtype=dtype)
-    return CallArguments(buffer, vocab, host_k, host_p, indices)
+    return CallArguments(buffer, vocab, host_k, host_p, indices,
+                         int(call.get("param_stride", 1)))
 
 
 def sampler_arguments(torch: Any, logits: Any, k: Any, p: Any) -> tuple[Any, Any]:
@@ -467,7 +489,7 @@ def run_cuda(torch: Any, kernel: Kernel, path: str, observer: Any, args: CallArg
     # pristine copy of the captured bytes, never from an already-masked tensor.
     pristine = buffer.clone()
     logits = args.logits(buffer)
-    k, p, indices = _to(args.k, "cuda"), _to(args.p, "cuda"), _to(args.indices, "cuda")
+    (k, p), indices = args.params("cuda"), _to(args.indices, "cuda")
     call = _recorded_call(logits, k, p, indices)
     torch.cuda.synchronize()
     started = time.perf_counter()
@@ -514,8 +536,7 @@ def run_interpreter(kernel: Kernel, path: str, observer: Any, args: CallArgument
     calls on CUDA, in its order, with the requested SM count)."""
     buffer = args.buffer.clone()
     logits = args.logits(buffer)
-    k = None if args.k is None else args.k.clone()
-    p = None if args.p is None else args.p.clone()
+    k, p = args.params("cpu")
     indices = None if args.indices is None else args.indices.clone()
     call = _recorded_call(logits, k, p, indices)
     started = time.perf_counter()

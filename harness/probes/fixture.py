@@ -231,7 +231,8 @@ def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[st
             record[key] = sha256_hex(inputs[rel])
     if not case.call.is_default:  # the call as a child records it (harness.core.call_pattern)
         record["call"] = {"logits": expected_logits(case.batch, case.vocab, case.call),
-                          "k": None, "p": vector(case.batch, "float32"),
+                          "k": None,
+                          "p": vector(case.batch, "float32", case.call.param_stride),
                           **({"indices": vector(len(case.call.indices),
                                                 case.call.indices_dtype)}
                              if case.call.indices is not None else {})}

@@ -39,7 +39,8 @@ KEY = load_private_key(synthetic.SIGNING_KEY)
 
 STRIDED = {"id": "padded-v200", "kind": "traffic", "vocab": 200, "batch": 4, "seed": 9,
            "sampling": [{"p": "0.9"}, {"k": 20}],
-           "call": {"logits_row_stride": 210, "padding_seed": 5, "k_dtype": "int64"}}
+           "call": {"logits_row_stride": 210, "padding_seed": 5, "k_dtype": "int64",
+                    "param_stride": 2}}
 INDEXED = {"id": "indexed-v128", "kind": "traffic", "vocab": 128, "batch": 3, "seed": 4,
            "sampling": [{"p": "0.5"}],
            "call": {"indices": [2, 0, 0, 1, 2], "indices_dtype": "int64"}}
@@ -79,7 +80,7 @@ def test_layout_names_the_files_a_call_pattern_adds() -> None:
         "inputs/padded-v200.k.i32": 16, "inputs/padded-v200.pad.f32": 4 * 4 * 10}
     assert indexed.input_sizes()["inputs/indexed-v128.idx.i64"] == 8 * 5
     assert strided.call == call_pattern.CallPattern(row_stride=210, padding_seed=5,
-                                                    k_dtype="int64")
+                                                    k_dtype="int64", param_stride=2)
 
 
 def test_cases_index_round_trips_the_call() -> None:
@@ -137,8 +138,9 @@ def test_a_bundle_with_call_patterns_verifies(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda r: r["call"]["logits"].update(stride=[200, 1]), "logits argument"),
     (lambda r: r.pop("call"), "call record"),
-    (lambda r: r["call"].update(k={"shape": [4], "stride": [1], "storage_offset": 0,
+    (lambda r: r["call"].update(k={"shape": [4], "stride": [2], "storage_offset": 0,
                                    "dtype": "int32"}), "k argument"),
+    (lambda r: r["call"]["p"].update(stride=[1]), "p argument"),
     (lambda r: r.pop("padding_intact"), "padding record"),
     (lambda r: r.update(padding_sha256="0" * 64), "padding_sha256"),
 ])
