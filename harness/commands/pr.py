@@ -1,10 +1,10 @@
 """``topp-gate pr``: gate a pull request against its base in one command.
 
-Pins both sides, freezes the newest PR matrix of the backend, runs (reusing a verified base
-side of the same matrix and base pin when one is kept), verifies the bundle offline and
-prints the answer. Exit codes as ``run``: 0 PASS, 1 STOP (both verified), 2 refused before
-anything ran or the base could not run (its failure, never a verdict on the change), 4 the
-bundle it wrote did not verify.
+Pins both sides, freezes the newest PR matrix of the family and backend, runs (reusing a
+verified base side of the same matrix and base pin when one is kept), verifies the bundle
+offline and prints the answer. Exit codes as ``run``: 0 PASS, 1 STOP (both verified), 2
+refused before anything ran or the base could not run (its failure, never a verdict on the
+change), 4 the bundle it wrote did not verify.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "takes, or a pin file); the change is --patch DIFF (a unified diff of the kernel "
         "file, applied exactly on the base) or --change SPEC (another release, pin file, "
         "wheel or tree: an upgrade is a change too). Both pins, the frozen manifest "
-        "(the newest PR matrix of the backend), the signed bundle and its "
+        "(the newest PR matrix of the family and backend), the signed bundle and its "
         "verification land in --out. A base side verified by an earlier 'pr' of the same "
         "frozen cases and base pin is reused (checked again) instead of run; otherwise the "
         "two kernel children run at once. Prints the verdict, the rows the change broke "
@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="auto (default): cuda when torch sees a CUDA device, else "
                         "Triton's interpreter on the CPU")
     parser.add_argument("--matrix", default=None, metavar="NAME|FILE",
-                        help="another matrix than the backend's newest PR matrix (a "
+                        help="another matrix than the newest PR matrix of the family and "
+                        "backend (a "
                         "predeclared name or your own matrix file)")
     parser.add_argument("--key", type=Path, default=None,
                         help="Ed25519 private key (default: $TOPP_GATE_KEY or "

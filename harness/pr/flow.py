@@ -2,8 +2,9 @@
 
     base SPEC, change (--patch DIFF or --change SPEC)
       -> pin files written into the output folder (``pins/base.json``, ``pins/change.json``)
-      -> a frozen manifest: the newest PR matrix of the backend (``NEWEST_PR_MATRIX``), the
-         base on the stock side, the change on the patched side, the matrix's rule set
+      -> a frozen manifest: the newest PR matrix of the family and backend
+         (``NEWEST_PR_MATRICES``), the base on the stock side, the change on the patched
+         side, the matrix's rule set
       -> one signed bundle (``bundle/``): the two kernel children run at once, or only the
          change's when a verified base side of the same matrix and base pin is kept
       -> verified offline (``verify_bundle``) -> the answer (:class:`PrAnswer`).
@@ -81,9 +82,12 @@ from ..pins.sources import MAX_PATCH_BYTES, Side
 # pr-interpreter-v4 was measured too slow on a 2-core machine before any mutant ran on it
 # (the path observers slow every interpreter launch); its shrunk twin is the one to use.
 NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4-small"}
-# The families whose rows the PR matrices hold (vLLM's Triton split pipeline and its
-# one-kernel paths). Another family's change needs a matrix of its own (--matrix FILE).
-PR_FAMILIES = (families.DEFAULT,)
+# The newest PR matrix of each family, per backend: vLLM's Triton kernels (the table above)
+# and vLLM's PyTorch path (plain torch; its matrix runs it for real on the CPU, under the
+# interpreter backend label). A family without an entry needs --matrix FILE.
+NEWEST_PR_MATRICES = {families.DEFAULT: NEWEST_PR_MATRIX,
+                      "vllm-pytorch": {"interpreter": "pr-pytorch-v1"}}
+PR_FAMILIES = tuple(NEWEST_PR_MATRICES)
 BASE_SCHEMA = "topp-gate/pr-base/v2"
 BASE_PAYLOAD_TYPE = "application/vnd.topp-gate.pr-base+json"
 _ENTRY, _ENVELOPE, _EVIDENCE = "entry.json", "entry.dsse.json", "evidence.json"
@@ -349,21 +353,37 @@ def check_family(base_pin: Path, change_pin: Path | None, matrix: str | None) ->
                              "request changes one implementation (pin both with the same "
                              "--family)")
     if matrix is None and family not in PR_FAMILIES:
-        newest = ", ".join(f"{b}: {m}" for b, m in NEWEST_PR_MATRIX.items())
+        newest = "; ".join(f"{name}: " + ", ".join(f"{b} {m}" for b, m in by_backend.items())
+                           for name, by_backend in NEWEST_PR_MATRICES.items())
         raise UsageError(f"no PR matrix holds rows for family {family}: the PR matrices "
                          f"({newest}) gate {', '.join(PR_FAMILIES)} only; give --matrix FILE "
                          f"(a matrix of {family}'s paths and a rule set that judges them)")
     return family
 
 
-def matrix_rules(matrix: str, backend: str) -> str | None:
+def newest_pr_matrix(family: str, backend: str, requested: str) -> tuple[str, str]:
+    """(backend, matrix): the family's newest PR matrix on ``backend``. A family whose PR
+    matrices hold one backend only (the PyTorch path: the CPU) takes it when the backend
+    was left to ``auto``; else a backend without one is refused, naming those there are."""
+    by_backend = NEWEST_PR_MATRICES[family]
+    if backend not in by_backend and requested == "auto" and len(by_backend) == 1:
+        backend = next(iter(by_backend))
+    if backend not in by_backend:
+        there = ", ".join(f"--backend {b} ({m})" for b, m in by_backend.items())
+        raise UsageError(f"no {backend} PR matrix holds rows for family {family}; use "
+                         f"{there}, or give --matrix FILE")
+    return backend, by_backend[backend]
+
+
+def matrix_rules(matrix: str, backend: str, family: str = families.DEFAULT) -> str | None:
     """The rule set to freeze: None when the matrix predeclares one (``manifest new`` takes
-    it), else the newest PR matrix's."""
+    it), else the newest PR matrix's (the family's, on that backend, or vLLM Triton's)."""
     from ..capture.manifest_new import load_matrix
 
     if load_matrix(matrix).get("rules"):
         return None
-    return str(load_matrix(NEWEST_PR_MATRIX[backend])["rules"])
+    newest = NEWEST_PR_MATRICES.get(family, {}).get(backend, NEWEST_PR_MATRIX[backend])
+    return str(load_matrix(newest)["rules"])
 
 
 # --- the base side's cache ----------------------------------------------------------------------
@@ -777,7 +797,7 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
     signer = Signer(None if options.ephemeral_key else options.key)
     isolation = child_isolation(options.unsandboxed, signer.path)  # refused now, not later
     backend = choose_backend(options.backend)
-    matrix = options.matrix or NEWEST_PR_MATRIX[backend]
+    matrix = options.matrix or NEWEST_PR_MATRIX[backend]  # the family's, once it is pinned
     store = options.base_cache or cache_root(options.cache) / "pr-base"
     out = options.out
     made_parent = not out.parent.exists()  # the default runs/ folder, removed if left empty
@@ -793,7 +813,9 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
         base_pin = pin_spec(options.base, out / "pins" / "base.json", options.cache, say)
         change_pin = (pin_spec(options.change, out / "pins" / "change.json", options.cache, say)
                       if options.change is not None else None)
-        check_family(base_pin, change_pin, options.matrix)
+        family = check_family(base_pin, change_pin, options.matrix)
+        if options.matrix is None:
+            backend, matrix = newest_pr_matrix(family, backend, options.backend)
         for pinned in (base_pin, change_pin):
             if pinned is not None:
                 ensure_tree(pinned, options.cache, say, options.sources)
@@ -807,7 +829,8 @@ def gate_pr(options: PrOptions, say: Say) -> PrAnswer:
         manifest_path = new_manifest(
             {SIDES[0]: SideSpec(base_pin),
              SIDES[1]: SideSpec(change_pin or base_pin, patch=patch)},
-            matrix, out / "pr.json", cache=options.cache, rules=matrix_rules(matrix, backend),
+            matrix, out / "pr.json", cache=options.cache,
+            rules=matrix_rules(matrix, backend, family),
             sources=options.sources)
         say(f"frozen {printable(manifest_path)} from matrix {printable(matrix)}")
         written = run_bundle(manifest_path, bundle, signer, options, patch, store, isolation,

@@ -80,7 +80,7 @@ def test_a_change_is_required_and_only_one(tmp_path, signing_key, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("pin", ["flashinfer-0.7.2.post1.json", "vllm-pytorch-0.33.0.json"])
+@pytest.mark.parametrize("pin", ["flashinfer-0.7.2.post1.json"])
 def test_a_family_without_a_pr_matrix_is_refused_naming_what_is_supported(
         tmp_path, signing_key, capsys, pin):
     out = tmp_path / "out"
@@ -88,6 +88,7 @@ def test_a_family_without_a_pr_matrix_is_refused_naming_what_is_supported(
                  "--key", str(signing_key), "--out", str(out)]) == 2
     line = _one_line(capsys)
     assert "no PR matrix" in line and "vllm-triton" in line and "pr-cuda-v" in line
+    assert "vllm-pytorch" in line and "pr-pytorch-v1" in line
     assert not out.exists()
 
 
