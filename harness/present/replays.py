@@ -66,6 +66,14 @@ def _device(predicate: dict[str, Any]) -> str | None:
     return str(name) if name is not None else None
 
 
+def _shown(path: Path, root: Path) -> str:
+    """``path`` as pages show it: relative to the evidence folder's parent when inside it."""
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def _runs_in(replay: Replay, folder: Path, root: Path, keys: Sequence[Any]) -> list[ReplayRun]:
     from ..mutation.mutate import mutation_folder
     from .verified import Refused, checked
@@ -74,7 +82,7 @@ def _runs_in(replay: Replay, folder: Path, root: Path, keys: Sequence[Any]) -> l
     sources = sorted(p for p in folder.iterdir()
                      if p.name.endswith(".tar.xz") or (p / "bundle").is_dir())
     for source in sources:
-        shown_source = source.relative_to(root).as_posix()
+        shown_source = _shown(source, root)
         try:
             with mutation_folder(source) as opened:
                 bundles = sorted(p.parent for p in opened.rglob("receipt.dsse.json"))

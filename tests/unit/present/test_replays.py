@@ -114,6 +114,14 @@ def test_a_replay_file_that_moved_stops_the_table(tmp_path: Path) -> None:
     assert code == 2
 
 
+def test_a_relative_evidence_folder_reads_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``topp-gate site evidence`` from the checkout passes a relative folder."""
+    monkeypatch.chdir(ROOT)
+    runs = [r for r in replay_runs(Path("evidence")) if r.replay.id == "vllm-42684"]
+    assert any(r.shown == f"evidence/replays/vllm-42684/{RUN}/bundle" and r.outcome is not None
+               for r in runs)
+
+
 def test_a_replay_with_nothing_committed_is_listed_as_not_run(tmp_path: Path) -> None:
     evidence = _evidence_copy(tmp_path)
     (evidence / "replays/vllm-42684" / RUN).unlink()
