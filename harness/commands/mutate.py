@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Write one mutant of the patched side's kernel per entry of a mutant "
         "catalogue (--catalogue; topp-gate/mutants/v1: the split top-p pipeline; "
         "topp-gate/mutants/v2, the default: v1 plus the monolithic kernel and the dispatch; "
+        "topp-gate/mutants/pytorch-v1: vLLM's PyTorch path, family vllm-pytorch; "
         "comparison flips, off-by-one, dropped clauses, search constants, precision), "
         "each a unified diff frozen into its own manifest by "
         "'manifest new'; run the gate on the base and every mutant (several at once), "
@@ -51,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "'topp-gate pr' reuses one)")
     parser.add_argument("--catalogue", default=None, metavar="ID",
                         help="the mutant catalogue, recorded in the summary (default: "
-                        "topp-gate/mutants/v2; also topp-gate/mutants/v1)")
+                        "topp-gate/mutants/v2; also topp-gate/mutants/v1, and "
+                        "topp-gate/mutants/pytorch-v1 for vLLM's PyTorch path)")
     parser.add_argument("--list", action="store_true",
                         help="print the chosen catalogue (id, kind, what, target, principle; "
                         "tab-separated) and exit")

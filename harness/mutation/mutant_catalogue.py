@@ -17,8 +17,17 @@ mutant's id, kind, description and diff to it); a change is a new id.
     Each new entry names the function and branch it targets and the principle it tests.
     Entries that cannot change any output are argued so in their principle, never dropped.
 
-Every entry names one line by its exact text (and which of several equal lines), so a
-mutant either applies exactly or is refused (:func:`harness.mutation.mutate.mutate`).
+``topp-gate/mutants/pytorch-v1``
+    20 one-line mutations of vLLM 0.33.0's PyTorch path (family ``vllm-pytorch``, the file
+    ``vllm/v1/sample/ops/topk_topp_sampler.py``): ``apply_top_k_top_p_pytorch``'s sort, top-k
+    gather, top-p mask, keep-at-least-one line and scatter, and ``apply_top_k_only``. Each
+    entry names target and principle; the two ``apply_top_k_only`` entries and the entries
+    argued likely equivalent say so in their principle, never dropped.
+
+Each catalogue mutates one file, :data:`KERNEL_PATHS` (``topp-gate mutate`` refuses a
+manifest whose patched side pins another). Every entry names one line by its exact text
+(and which of several equal lines), so a mutant either applies exactly or is refused
+(:func:`harness.mutation.mutate.mutate`).
 """
 
 from __future__ import annotations
@@ -49,7 +58,10 @@ class Mutation:
 
 V1_ID = "topp-gate/mutants/v1"
 V2_ID = "topp-gate/mutants/v2"
+PYTORCH_V1_ID = "topp-gate/mutants/pytorch-v1"
 DEFAULT_ID = V2_ID
+TRITON_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
+SAMPLER_PATH = "vllm/v1/sample/ops/topk_topp_sampler.py"
 
 _F16 = ".to(tl.float16).to(tl.float32)"
 
@@ -351,4 +363,151 @@ MONOLITHIC_AND_DISPATCH: tuple[Mutation, ...] = (
 
 V2: tuple[Mutation, ...] = V1 + MONOLITHIC_AND_DISPATCH
 
-CATALOGUES: Mapping[str, tuple[Mutation, ...]] = MappingProxyType({V1_ID: V1, V2_ID: V2})
+# --- topp-gate/mutants/pytorch-v1: vLLM's PyTorch path (issue 39) ----------------------------
+
+_PT = "apply_top_k_top_p_pytorch"
+_ONLY = "apply_top_k_only"
+_SORT_LINE = "logits_sort, logits_idx = logits.sort(dim=-1, descending=False)"
+_GATHER = "top_k_mask = logits_sort.size(1) - k.to(torch.long)  # shape: B"
+_TOPP = "top_p_mask = probs_sum <= 1 - p.unsqueeze(dim=1)"
+_CUMSUM = "probs_sum = torch.cumsum(probs_sort, dim=-1, out=probs_sort)"
+_SOFTMAX = "probs_sort = logits_sort.softmax(dim=-1)"
+_KEEP_ONE = "top_p_mask[:, -1] = False"
+_UNREACHED = ("Not reached on the gated call pattern: vLLM calls the sort path with "
+              "allow_cpu_sync False (a GPU server without Triton), so apply_top_k_only never "
+              "runs, and the vllm-pytorch family's observer refuses a run where it does; "
+              "survives by construction (outputs = base), kept to say so")
+
+PYTORCH_V1: tuple[Mutation, ...] = (
+    Mutation(
+        "pt-sort-descending", "comparison", "the row sorted descending",
+        _SORT_LINE, _SORT_LINE.replace("descending=False", "descending=True"),
+        target=f"{_PT}: sort",
+        principle="every index the function takes (V - k for top-k, the last position kept "
+        "by top-p, the cumulative sum from the smallest) assumes an ascending sort"),
+    Mutation(
+        "pt-sort-stable", "comparison", "the sort made stable",
+        _SORT_LINE, _SORT_LINE.replace("descending=False)", "descending=False, stable=True)"),
+        target=f"{_PT}: sort (tie order)",
+        principle="the order of tied logits decides which tied tokens top-p keeps: torch's "
+        "default sort promises no order among ties, a stable one puts them in id order "
+        "(argued likely equivalent on the CPU before it ran; measured not: on "
+        "pr-pytorch-v1 the default CPU sort orders some ties otherwise)"),
+    Mutation(
+        "pt-topk-index-minus1", "off-by-one", "the k-th value read one place lower (V - k - 1)",
+        _GATHER, _GATHER.replace("k.to(torch.long)", "k.to(torch.long) - 1"),
+        target=f"{_PT}: top-k gather index",
+        principle="the k-th largest value sits at ascending index V - k: one lower keeps one "
+        "token more, and k = V reads index -1 (an error)"),
+    Mutation(
+        "pt-topk-index-plus1", "off-by-one", "the k-th value read one place higher (V - k + 1)",
+        _GATHER, _GATHER.replace("k.to(torch.long)", "k.to(torch.long) + 1"),
+        target=f"{_PT}: top-k gather index",
+        principle="one higher keeps one token fewer, and k = 1 reads index V (an error)"),
+    Mutation(
+        "pt-topk-k-clamp-v-1", "constant", "k clamped to at most V - 1",
+        _GATHER, _GATHER.replace("k.to(torch.long)",
+                                 "k.to(torch.long).clamp(max=logits_sort.size(1) - 1)"),
+        target=f"{_PT}: top-k for rows without top-k (k = V)",
+        principle="a row without top-k carries k = V and must keep its whole row: a clamp "
+        "below V masks its smallest logit (visible only where that row has no top-p that "
+        "masks it anyway, and its smallest logit is finite)"),
+    Mutation(
+        "pt-topk-k-clamp-min2", "constant", "k clamped to at least 2",
+        _GATHER, _GATHER.replace("k.to(torch.long)", "k.to(torch.long).clamp(min=2)"),
+        target=f"{_PT}: top-k, k = 1",
+        principle="k = 1 (greedy through top-k) keeps the maximum alone"),
+    Mutation(
+        "pt-topk-mask-le", "comparison", "top-k masks logits <= the k-th value",
+        "top_k_mask = logits_sort < top_k_mask", "top_k_mask = logits_sort <= top_k_mask",
+        target=f"{_PT}: top-k mask",
+        principle="the k-th value itself is kept: masking it keeps k - 1 tokens (none for "
+        "k = 1 but the top-p keep-at-least-one line)"),
+    Mutation(
+        "pt-topk-fill-finite", "constant", "top-k masks with -1e30 instead of -inf",
+        'logits_sort.masked_fill_(top_k_mask, -float("inf"))',
+        "logits_sort.masked_fill_(top_k_mask, -1e30)",
+        target=f"{_PT}: top-k mask value",
+        principle="a masked token is -inf in the output. Top-p re-masks these tokens (their "
+        "probability is 0, at or below 1 - p) in a batch with any top-p row, so only a "
+        "top-k-only batch shows it"),
+    Mutation(
+        "pt-topk-only-without-p", "dropped-clause", "top-k skipped when the batch has top-p",
+        "    if k is not None:", "    if k is not None and p is None:", 2,
+        target=f"{_PT}: top-k then top-p",
+        principle="top-k applies before top-p on every row that has it, also in a batch "
+        "with top-p rows"),
+    Mutation(
+        "pt-topp-mask-lt", "comparison", "top-p masks cumulative sums < 1 - p",
+        _TOPP, _TOPP.replace("<=", "<"),
+        target=f"{_PT}: top-p mask",
+        principle="a token whose ascending cumulative sum equals 1 - p exactly lies outside "
+        "the nucleus (the dyadic rows); the change also keeps zero-probability tokens on "
+        "rows with p = 1"),
+    Mutation(
+        "pt-topp-sign", "comparison", "top-p compares with p - 1 instead of 1 - p",
+        _TOPP, _TOPP.replace("1 - p.unsqueeze(dim=1)", "p.unsqueeze(dim=1) - 1"),
+        target=f"{_PT}: top-p threshold",
+        principle="the threshold's sign: p - 1 <= 0 turns top-p off on every row"),
+    Mutation(
+        "pt-topp-cumsum-exclusive", "off-by-one", "top-p's cumulative sum excludes the token",
+        _CUMSUM, "probs_sum = torch.cumsum(probs_sort, dim=-1) - probs_sort",
+        target=f"{_PT}: top-p cumulative sum",
+        principle="the mass at and below a token decides it: the mass strictly below drops "
+        "the nucleus's smallest token"),
+    Mutation(
+        "pt-topp-keep-one-dropped", "dropped-clause", "the keep-at-least-one line dropped",
+        _KEEP_ONE, "pass",
+        target=f"{_PT}: top-p keep at least one",
+        principle="where 1 - p rounds to 1 in float32 (p below 2^-25) every cumulative sum "
+        "is <= 1 - p and only this line keeps the row's maximum"),
+    Mutation(
+        "pt-topp-keep-two", "off-by-one", "top-p keeps at least two tokens",
+        _KEEP_ONE, "top_p_mask[:, -2:] = False",
+        target=f"{_PT}: top-p keep at least one",
+        principle="a nucleus of one token (a forced token, p near 0) keeps one"),
+    Mutation(
+        "pt-prec-softmax-f64", "precision", "top-p's probabilities in float64",
+        _SOFTMAX, "probs_sort = logits_sort.softmax(dim=-1, dtype=torch.float64)",
+        target=f"{_PT}: top-p softmax and cumulative sum dtype",
+        principle="float32 is the base's precision: float64 moves the boundary only where "
+        "float32 rounding decides it, and there it is nearer the binary64 oracle, which "
+        "regression/v2 does not blame on a change; likely to survive with rows changed"),
+    Mutation(
+        "pt-prec-cumsum-bf16", "precision", "top-p's cumulative sum in bfloat16",
+        _CUMSUM, "probs_sum = torch.cumsum(probs_sort.bfloat16(), dim=-1).float()",
+        target=f"{_PT}: top-p cumulative sum dtype",
+        principle="a cumulative sum with 8 significant bits misplaces the boundary on "
+        "ordinary rows"),
+    Mutation(
+        "pt-scatter-dropped", "dropped-clause", "the sorted row returned, not scattered back",
+        "return logits.scatter_(dim=-1, index=logits_idx, src=logits_sort)",
+        "return logits_sort",
+        target=f"{_PT}: scatter back",
+        principle="the kept set is of token ids: the sorted row must go back to id order"),
+    Mutation(
+        "pt-allow-cpu-sync-default", "constant", "allow_cpu_sync defaults to True",
+        "allow_cpu_sync: bool = False,", "allow_cpu_sync: bool = True,",
+        target=f"{_PT}: dispatch to {_ONLY}",
+        principle="the path is part of the claim: top-k-only batches then take "
+        "apply_top_k_only (a CPU server's path), which the family's observer reports as not "
+        "the sort path; its kept sets equal the sort's (both keep every tie at the k-th "
+        "value), so the outputs may equal the base's"),
+    Mutation(
+        "pt-only-kindex", "off-by-one", "apply_top_k_only reads the (k+1)-th value",
+        "k_index = k.sub_(1).unsqueeze(1)", "k_index = k.sub_(0).unsqueeze(1)",
+        target=f"{_ONLY}: k-th value index",
+        principle=_UNREACHED),
+    Mutation(
+        "pt-only-mask-le", "comparison", "apply_top_k_only masks logits <= the k-th value",
+        'return logits.masked_fill_(logits < top_k_mask, -float("inf"))',
+        'return logits.masked_fill_(logits <= top_k_mask, -float("inf"))',
+        target=f"{_ONLY}: mask",
+        principle=_UNREACHED),
+)
+
+CATALOGUES: Mapping[str, tuple[Mutation, ...]] = MappingProxyType(
+    {V1_ID: V1, V2_ID: V2, PYTORCH_V1_ID: PYTORCH_V1})
+# the one file each catalogue mutates (the patched side's pinned kernel file)
+KERNEL_PATHS: Mapping[str, str] = MappingProxyType(
+    {V1_ID: TRITON_PATH, V2_ID: TRITON_PATH, PYTORCH_V1_ID: SAMPLER_PATH})

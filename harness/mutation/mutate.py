@@ -31,8 +31,11 @@ predicates, off-by-one in budgets and bounds, dropped clauses, changed search co
 precision changes) are immutable by id: ``topp-gate/mutants/v1`` targets vLLM 0.33.0's split
 top-p pipeline (``_topp_sb_*`` kernels); ``topp-gate/mutants/v2`` (the default) adds the
 monolithic kernel ``_topk_topp_kernel`` and the dispatch, each entry naming its target and
-principle. Each entry names one line by its exact text (and which of several equal lines),
-so a mutant either applies exactly or is refused; the summary records the catalogue id. Every
+principle; ``topp-gate/mutants/pytorch-v1`` mutates vLLM's PyTorch path
+(``topk_topp_sampler.py``, family ``vllm-pytorch``). Each catalogue mutates the one file
+``KERNEL_PATHS`` names, which must be the patched side's pinned kernel file. Each entry
+names one line by its exact text (and which of several equal lines), so a mutant either
+applies exactly or is refused; the summary records the catalogue id. Every
 mutant keeps the module importable (``ast`` parses it before it is written); a mutant Triton
 cannot compile records ``kernel_crash`` in a signed bundle and counts as killed, shown as such.
 """
@@ -59,11 +62,11 @@ from ..core.digest import sha256_hex
 from ..core.errors import UsageError
 from ..core.keys import keyid
 from ..core.manifest import load_manifest
-from .mutant_catalogue import CATALOGUES, DEFAULT_ID, Mutation
+from .mutant_catalogue import CATALOGUES, DEFAULT_ID, KERNEL_PATHS, TRITON_PATH, Mutation
 from .mutant_catalogue import KINDS as KINDS  # re-exported
 from .summary_format import SUMMARY_PAYLOAD_TYPE, SUMMARY_SCHEMA
 
-KERNEL_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
+KERNEL_PATH = TRITON_PATH  # the Triton catalogues' file; each catalogue's is KERNEL_PATHS
 
 # the default catalogue (``--catalogue``'s default); every known one is in CATALOGUES
 CATALOGUE_ID = DEFAULT_ID
@@ -107,15 +110,16 @@ def mutate(kernel: bytes, mutation: Mutation) -> bytes:
     return text.encode("utf-8")
 
 
-def mutant_diff(pinned: bytes, base: bytes, mutation: Mutation) -> bytes:
-    """The unified diff from the pinned kernel to ``base`` (the kernel under review: the
-    pinned one, or it with the PR's patch) with ``mutation`` applied, re-applied with the
-    strict applier to prove it gives exactly those bytes."""
+def mutant_diff(pinned: bytes, base: bytes, mutation: Mutation,
+                kernel_path: str = KERNEL_PATH) -> bytes:
+    """The unified diff of ``kernel_path`` from the pinned kernel to ``base`` (the kernel
+    under review: the pinned one, or it with the PR's patch) with ``mutation`` applied,
+    re-applied with the strict applier to prove it gives exactly those bytes."""
     from ..pins.sources import apply_patch, kernel_diff
 
     mutated = mutate(base, mutation)
-    diff = kernel_diff(pinned, mutated, KERNEL_PATH)
-    if apply_patch(pinned, diff, KERNEL_PATH) != mutated:
+    diff = kernel_diff(pinned, mutated, kernel_path)
+    if apply_patch(pinned, diff, kernel_path) != mutated:
         raise UsageError(f"mutant {mutation.id}: its diff does not reproduce it")
     return diff
 
@@ -154,11 +158,15 @@ def _kernel_bytes(options: Options) -> tuple[bytes, bytes, Any]:
     side = pinned_side(manifest, "patched")
     tree = resolve_tree(side, cache=cache_root(options.cache), sources=options.sources)
     pinned = (tree / side.kernel_path).read_bytes()
-    if side.kernel_path != KERNEL_PATH:
-        raise UsageError(f"the catalogue mutates {KERNEL_PATH}, not {side.kernel_path}")
+    path = KERNEL_PATHS[options.catalogue]
+    if side.kernel_path != path:
+        fits = [c for c, p in KERNEL_PATHS.items() if p == side.kernel_path]
+        raise UsageError(f"the catalogue {options.catalogue} mutates {path}, not "
+                         f"{side.kernel_path}"
+                         + (f" (use --catalogue {fits[-1]})" if fits else ""))
     base = pinned
     if options.patch is not None:
-        base = apply_patch(pinned, options.patch.read_bytes(), KERNEL_PATH)
+        base = apply_patch(pinned, options.patch.read_bytes(), path)
     return pinned, base, manifest
 
 
@@ -289,7 +297,7 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
     jobs: list[tuple[str, Path, Path | None, Mutation | None]] = [
         ("base", options.manifest, options.patch, None)]
     for mutation in mutations:
-        diff = mutant_diff(pinned, base, mutation)
+        diff = mutant_diff(pinned, base, mutation, KERNEL_PATHS[options.catalogue])
         diff_path = options.out / "mutants" / f"{mutation.id}.diff"
         diff_path.write_bytes(diff)
         mpath = _mutant_manifest(manifest, diff_path,

@@ -22,6 +22,7 @@ from harness.mutation.mutant_catalogue import (
     DEFAULT_ID,
     KINDS,
     MONOLITHIC_AND_DISPATCH,
+    PYTORCH_V1_ID,
     V1,
     V1_ID,
     V2,
@@ -83,10 +84,10 @@ def test_v2_is_v1_unchanged_then_the_new_entries():
     assert CATALOGUES[V2_ID][:len(V1)] == V1
     assert CATALOGUES[V2_ID][len(V1):] == MONOLITHIC_AND_DISPATCH == V2[len(V1):]
     assert 20 <= len(MONOLITHIC_AND_DISPATCH) <= 28
-    assert set(CATALOGUES) == {V1_ID, V2_ID} and DEFAULT_ID == V2_ID
+    assert set(CATALOGUES) == {V1_ID, V2_ID, PYTORCH_V1_ID} and DEFAULT_ID == V2_ID
 
 
-@pytest.mark.parametrize("catalogue_id", [V1_ID, V2_ID])
+@pytest.mark.parametrize("catalogue_id", [V1_ID, V2_ID, PYTORCH_V1_ID])
 def test_ids_are_unique_and_catalogue_shaped(catalogue_id):
     ids = [m.id for m in CATALOGUES[catalogue_id]]
     assert len(set(ids)) == len(ids)
