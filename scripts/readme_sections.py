@@ -48,6 +48,8 @@ MUTATION_RUNS = (
      "evidence/keys/topp-gate-evidence-5.pub"),
     ("evidence/mutation/pr-cuda-v4-h200-20261203-part3.tar.xz",
      "evidence/keys/topp-gate-evidence-5.pub"),
+    ("evidence/mutation/pr-pytorch-v1-cpu-20261205.tar.xz",
+     "evidence/keys/topp-gate-evidence-6.pub"),
 )
 
 
