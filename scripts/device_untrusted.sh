@@ -3,7 +3,7 @@
 # untrusted-change attack tests (tests/integration/test_pr_untrusted_change.py) through
 # `topp-gate pr --backend cuda`, each change's code in bubblewrap's sandbox with the GPU's device
 # nodes bound, then the sandbox's cost on CUDA (benchmarks/sandbox_bench.py --backend cuda).
-# NOT YET RUN: no GPU machine was lent on 2026-12-05.
+# Run on 2026-12-05 on an H100 (evidence/device-runs/2026-12-05-h100-issue36/).
 #
 # Carry (all under .carry/, which git ignores), made on this machine:
 #   .carry/bubblewrap.deb     apt-get download bubblewrap   (Debian's bwrap; the image has none)

@@ -195,9 +195,12 @@ def _bind(flag: str, path: Path | str) -> list[str]:
 
 def command(argv: Sequence[str], mounts: Mounts, *, env: Mapping[str, str], backend: str,
             exe: str | None = None, chdir: str = SANDBOX_TMP) -> list[str]:
-    """The ``bwrap`` argv that runs ``argv`` in a sandbox (module docstring)."""
-    args = [exe or BWRAP, "--unshare-all", "--unshare-user", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--clearenv",
+    """The ``bwrap`` argv that runs ``argv`` in a sandbox (module docstring). ``bwrap`` is
+    named by its absolute path, found on this process's PATH: the child is started with the
+    sandbox's environment, whose PATH holds only folders the sandbox shows, so a bwrap
+    unpacked elsewhere (a carried ``.deb``) would not be found by name."""
+    args = [exe or shutil.which(BWRAP) or BWRAP, "--unshare-all", "--unshare-user",
+            "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--clearenv",
             "--proc", "/proc", "--dev", "/dev", "--tmpfs", SANDBOX_TMP]
     for name in SYSTEM:
         if os.path.exists(name):

@@ -99,3 +99,21 @@ def test_without_bubblewrap_the_probe_says_so(monkeypatch, tmp_path):
             sandbox.probe()
     finally:
         sandbox.probe.cache_clear()
+
+
+def test_bwrap_is_named_by_its_absolute_path(tmp_path, monkeypatch):
+    """The child starts with the sandbox's environment, whose PATH holds only folders the
+    sandbox shows: a bwrap found only on the caller's PATH (a carried .deb unpacked under
+    /tmp, as on the GPU machine) must be named by its absolute path, or it is not found."""
+    import shutil
+
+    real = shutil.which("bwrap")
+    if real is None:
+        pytest.skip("no bwrap here")
+    folder = tmp_path / "unpacked" / "usr" / "bin"
+    folder.mkdir(parents=True)
+    (folder / "bwrap").symlink_to(real)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}/usr/local/bin{os.pathsep}/bin")
+    argv = sandbox.command([sys.executable, "-c", "print(1)"], sandbox.Mounts(), env={},
+                           backend="interpreter")
+    assert argv[0] == str(folder / "bwrap")
