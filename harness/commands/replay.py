@@ -101,10 +101,7 @@ def render(replay: Any, answer: Any, outcome: Any) -> list[str]:
                          f"{printable(', '.join(cases))}")
     if outcome.run_stops:
         lines.append(f"run stops: {printable(', '.join(outcome.run_stops))}")
-    lines.append(f"fixed release: {outcome.verdict} as an upgrade (it broke "
-                 f"{len(outcome.broke)} of {_rows(outcome.rows)} the broken release got "
-                 f"right: {printable(', '.join(outcome.broke[:SHOWN_ROWS])) or 'none'}); "
-                 f"repaired {outcome.repaired} of {len(failed)}")
+    lines.append(f"fixed release: {printable(outcome.upgrade_said())}")
     lines.append(f"manifest: {printable(answer.manifest)}")
     if answer.report is not None:
         lines.append(f"report: {printable(answer.report)}")

@@ -141,8 +141,8 @@ def replays_without_runs(evidence: Path) -> list[Replay]:
 def said(outcome: Outcome, broken: str, fixed: str) -> str:
     """What the gate said, in one sentence."""
     failed = len(outcome.failed)
-    text = (f"{broken} fails {failed} of {outcome.rows} rows against the oracle; {fixed} "
-            f"{outcome.verdict} as an upgrade, repairs {outcome.repaired} of {failed}")
+    text = (f"{broken} fails {failed} of {outcome.rows} rows against the oracle; {fixed}: "
+            f"{outcome.upgrade_said()}")
     wrote = outcome.wrote_outside_view.get(SIDES[0], ())
     if wrote:
         text += f"; {broken} wrote outside its logits view in {len(wrote)} case(s)"

@@ -6,8 +6,11 @@ each side's kernel evidence), never from anything the runner printed:
 * the rows the broken release fails against the binary64 oracle (regression rule sets
   judge the base side by the absolute rules on every row: ``diagnostics.stock_faults``), each
   with the fixed release's faults on the same row;
-* the gate's verdict on the fix as an upgrade of the broken release (PASS: it broke no row
-  the broken release got right, by the bundle's regression rule set);
+* the gate's verdict on the fix as an upgrade of the broken release, by the bundle's
+  regression rule set, and the rows it stopped, split into rows the broken release got right
+  and rows it already failed (a regression rule set compares reason by reason on every row,
+  so it may stop a repaired row whose fix moved a measure the broken release did not have:
+  an under-keep turned into an over-keep inside the count bound is "mass outside grew");
 * per side, the cases whose call left the logits buffer's padding changed (a kernel that
   wrote outside its view; ``padding_intact`` in the kernel evidence).
 
@@ -42,13 +45,41 @@ class Outcome:
     verdict: str  # the gate's verdict on the fix as an upgrade
     rows: int
     failed: tuple[FailedRow, ...]  # rows the broken release fails
-    broke: tuple[str, ...]  # rows the fix broke (the regression rule set's stops)
+    broke: tuple[str, ...]  # rows the regression rule set stopped, base defect or not
+    stop_reasons: tuple[str, ...]  # its reasons, sorted
     run_stops: tuple[str, ...]
     wrote_outside_view: Mapping[str, tuple[str, ...]]  # side -> case ids
 
     @property
     def repaired(self) -> int:
         return sum(1 for row in self.failed if not row.fixed)
+
+    @property
+    def broke_right(self) -> tuple[str, ...]:
+        """Stopped rows the broken release got right (no fault against the oracle)."""
+        failed = {row.row for row in self.failed}
+        return tuple(row for row in self.broke if row not in failed)
+
+    @property
+    def stopped_failed(self) -> tuple[str, ...]:
+        """Stopped rows the broken release already failed."""
+        failed = {row.row for row in self.failed}
+        return tuple(row for row in self.broke if row in failed)
+
+    def upgrade_said(self) -> str:
+        """The fix as an upgrade, in one line: the verdict, the rows stopped (those the
+        broken release got right apart from those it already failed, with the reasons),
+        the rows repaired. Evidence strings inside: escape it where it is shown."""
+        failed = len(self.failed)
+        right = self.rows - failed
+        text = f"{self.verdict} as an upgrade"
+        if self.broke:
+            text += (f" (stopped {len(self.broke)} rows: {len(self.broke_right)} of the "
+                     f"{right} the broken release got right, {len(self.stopped_failed)} of "
+                     f"the {failed} it fails; by {', '.join(self.stop_reasons)})")
+        else:
+            text += f" (it broke none of the {right} rows the broken release got right)"
+        return text + f"; repaired {self.repaired} of {failed} (no fault against the oracle)"
 
     @property
     def answer(self) -> str:
@@ -88,5 +119,5 @@ def outcome_of(predicate: Mapping[str, Any]) -> Outcome:
         outside[side] = tuple(str(c.get("id")) for c in cases or ()
                               if isinstance(c, Mapping) and c.get("padding_intact") is False)
     return Outcome(str(verdict["verdict"]), int(verdict.get("rows", len(predicate["rows"]))),
-                   tuple(failed), broke, tuple(str(s) for s in predicate.get("run_stops", ())),
-                   outside)
+                   tuple(failed), broke, tuple(sorted(str(r) for r in broken)),
+                   tuple(str(s) for s in predicate.get("run_stops", ())), outside)

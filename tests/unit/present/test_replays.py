@@ -24,10 +24,13 @@ RUN = "interpreter-cpu-20261205.tar.xz"
 
 
 def _evidence_copy(tmp_path: Path, fixed: str = "0.22.0") -> Path:
-    """evidence/ with the vLLM #42684 replay and its committed run, the fixed pin chosen."""
+    """evidence/ with the vLLM #42684 replay and its committed interpreter run (alone), the
+    fixed pin chosen."""
     evidence = tmp_path / "evidence"
     folder = evidence / "replays" / "vllm-42684"
-    shutil.copytree(EVIDENCE / "replays" / "vllm-42684", folder)
+    shutil.copytree(EVIDENCE / "replays" / "vllm-42684", folder,
+                    ignore=lambda _d, names: [n for n in names
+                                              if n.endswith(".tar.xz") and n != RUN])
     (evidence / "pins").mkdir()
     for release in ("0.21.0", fixed):
         shutil.copy(EVIDENCE / f"pins/vllm-{release}.json", evidence / "pins")
@@ -129,3 +132,21 @@ def test_a_replay_with_nothing_committed_is_listed_as_not_run(tmp_path: Path) ->
     [waiting] = replays_without_runs(evidence)
     assert waiting.id == "vllm-42684"
     assert "not run yet" in table([], [waiting])[2]
+
+
+def test_the_committed_cuda_runs_say_what_the_docs_say() -> None:
+    """The GPU runs of both replays, verified here: FlashInfer PR #2325 reproduced on exactly
+    the 13 rows searched after a skipped row and fixed; vLLM #42684 reproduced, its fix
+    stopped by regression/v2 only on rows 0.21.0 already failed (docs/replays.md, README)."""
+    runs = {r.replay.id: r for r in replay_runs(EVIDENCE) if r.backend == "cuda"}
+    flashinfer, vllm = runs["flashinfer-2325"], runs["vllm-42684"]
+    assert flashinfer.outcome is not None and vllm.outcome is not None
+    assert flashinfer.outcome.answer == "REPRODUCED AND FIXED"
+    assert [row.row for row in flashinfer.outcome.failed] == [
+        f"mixed-k-b145-v57600[{i}]" for i in range(132, 145)]
+    assert vllm.outcome.answer == "REPRODUCED, FIX NOT PROVEN"
+    assert (len(vllm.outcome.failed), vllm.outcome.repaired) == (193, 192)
+    assert vllm.outcome.broke_right == ()
+    assert len(vllm.outcome.stopped_failed) == 43
+    assert vllm.outcome.wrote_outside_view["stock"] == ("olmo3-padded-v100278",
+                                                        "slice-b192-v4096")
