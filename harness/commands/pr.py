@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.set_defaults(handler=run)
 
 
-def _terminated(signum: int, frame: object) -> None:
+def terminated(signum: int, frame: object) -> None:
     print("topp-gate: terminated; stopping the kernel children and removing scratch",
           file=sys.stderr)
     raise SystemExit(128 + signum)
@@ -130,7 +130,12 @@ def render(answer: Any) -> list[str]:
     else:
         lines.append("base: ran" + ("; its verified side is kept for the next run of this "
                                     "matrix and base pin" if answer.base_kept else ""))
-    lines.append(f"manifest: {printable(answer.manifest)}")
+    return lines + closing_lines(answer)
+
+
+def closing_lines(answer: Any) -> list[str]:
+    """Where the answer came from: the frozen manifest, the report and the bundle."""
+    lines = [f"manifest: {printable(answer.manifest)}"]
     if answer.report is not None:
         lines.append(f"report: {printable(answer.report)}")
     lines.append(f"bundle: {printable(answer.bundle)} (verified, signed by key "
@@ -138,13 +143,10 @@ def render(answer: Any) -> list[str]:
     return lines
 
 
-def run(args: argparse.Namespace) -> int:
-    from . import require_gpu_extra
+def key_and_sources(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """The signing key (checked unless --ephemeral-key) and the exported trees, as the
+    arguments and the environment name them."""
     from .run import DEFAULT_KEY, _require_key
-
-    require_gpu_extra("pr")
-    signal.signal(signal.SIGTERM, _terminated)
-    from ..pr.flow import PrOptions, default_out, gate_pr
 
     if args.ephemeral_key and args.key is not None:
         raise UsageError("--ephemeral-key makes its own key; give --key or --ephemeral-key, "
@@ -154,6 +156,17 @@ def run(args: argparse.Namespace) -> int:
         _require_key(key)
     sources = args.sources or (Path(os.environ["TOPP_GATE_SOURCES"])
                                if os.environ.get("TOPP_GATE_SOURCES") else None)
+    return key, sources
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import require_gpu_extra
+
+    require_gpu_extra("pr")
+    signal.signal(signal.SIGTERM, terminated)
+    from ..pr.flow import PrOptions, default_out, gate_pr
+
+    key, sources = key_and_sources(args)
     options = PrOptions(base=args.base, out=args.out or default_out(), key=key,
                         patch=args.patch, change=args.change, backend=args.backend,
                         matrix=args.matrix, sources=sources, cache=args.cache,

@@ -11,15 +11,15 @@ the broken release could not run, 4 the bundle did not verify.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import EXIT_OK, EXIT_STOP, EXIT_USAGE, UsageError
+from ..core.errors import EXIT_OK, EXIT_STOP, EXIT_USAGE
 from ..core.terminal import printable
 from . import flags
+from .pr import closing_lines, key_and_sources, terminated
 
 SHOWN_ROWS = 20  # rows named on the terminal; the bundle's report names every one
 
@@ -60,12 +60,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.set_defaults(handler=run)
 
 
-def _terminated(signum: int, frame: object) -> None:
-    print("topp-gate: terminated; stopping the kernel children and removing scratch",
-          file=sys.stderr)
-    raise SystemExit(128 + signum)
-
-
 def _say(message: str) -> None:
     print(f"topp-gate replay: {message}", file=sys.stderr, flush=True)
 
@@ -102,34 +96,21 @@ def render(replay: Any, answer: Any, outcome: Any) -> list[str]:
     if outcome.run_stops:
         lines.append(f"run stops: {printable(', '.join(outcome.run_stops))}")
     lines.append(f"fixed release: {printable(outcome.upgrade_said())}")
-    lines.append(f"manifest: {printable(answer.manifest)}")
-    if answer.report is not None:
-        lines.append(f"report: {printable(answer.report)}")
-    lines.append(f"bundle: {printable(answer.bundle)} (verified, signed by key "
-                 f"{answer.keyid[:16]}...)")
-    return lines
+    return lines + closing_lines(answer)
 
 
 def run(args: argparse.Namespace) -> int:
     from . import require_gpu_extra
-    from .run import DEFAULT_KEY, _require_key
 
     require_gpu_extra("replay")
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGTERM, terminated)
     from ..pr.flow import default_out
     from ..replay.outcome import REPRODUCED_AND_FIXED
     from ..replay.run import ReplayOptions, gate_replay
     from ..replay.spec import load_replay
 
-    if args.ephemeral_key and args.key is not None:
-        raise UsageError("--ephemeral-key makes its own key; give --key or --ephemeral-key, "
-                         "not both")
     replay = load_replay(args.replay)  # refused before a key or a folder is touched
-    key = args.key or Path(os.environ.get("TOPP_GATE_KEY") or DEFAULT_KEY).expanduser()
-    if not args.ephemeral_key:
-        _require_key(key)
-    sources = args.sources or (Path(os.environ["TOPP_GATE_SOURCES"])
-                               if os.environ.get("TOPP_GATE_SOURCES") else None)
+    key, sources = key_and_sources(args)
     answer, outcome = gate_replay(replay, ReplayOptions(
         out=args.out or default_out(), key=key, backend=args.backend, sources=sources,
         cache=args.cache, workers=args.workers, unsandboxed=args.unsandboxed,
