@@ -451,8 +451,8 @@ def run_case(torch: Any, kernel: Kernel, case: dict[str, Any], inputs: CaseInput
            else {}),
         **({"indices_sha256": sha256_hex(inputs.indices)} if inputs.indices is not None
            else {}),
-        "sampler_arguments": {"k": None if args.k is None else f"{describe(args.k)['dtype']}"
-                                                              "[batch]",
+        "sampler_arguments": {"k": None if args.k is None else
+                              f"{str(args.k.dtype).removeprefix('torch.')}[batch]",
                               "p": None if args.p is None else "float32[batch]"},
         "call": call,
         **({"padding_intact": intact} if intact is not None else {}),
