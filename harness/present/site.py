@@ -234,7 +234,8 @@ def _teaching(ev: Evidence) -> list[str]:
 
 def _replays(ev: Evidence) -> list[str]:
     """The "Bugs it would have caught" table: each committed run of a frozen replay of an
-    upstream bug, verified and held to its replay (:mod:`.replays`)."""
+    upstream bug, verified and held to its replay (:mod:`.replays`). The thread is shown as
+    text, not linked: the site links nothing off itself (it needs no network)."""
     from .replays import rows_named, said
 
     if not ev.replays and not ev.replays_waiting:
@@ -245,12 +246,12 @@ def _replays(ev: Evidence) -> list[str]:
            "fixed release gated as an upgrade of it, on the call pattern the bug needs. Only "
            "bundles that verified in this build and are runs of their frozen replay file "
            "appear.</p>",
-           "<table><tr><th>bug</th><th>releases</th><th>backend, device</th>"
+           "<table><tr><th>bug (thread)</th><th>releases</th><th>backend, device</th>"
            "<th>what the gate said</th><th>rows the broken release fails</th>"
            "<th>bundle</th></tr>"]
     for run in ev.replays:
         data = run.replay.data
-        bug = (f'<a href="{_e(data["thread"])}">{_e(data["title"])}</a>')
+        bug = f'{_e(data["title"])} (<code>{_e(data["thread"])}</code>)'
         releases = f"{_e(run.replay.broken.release)} &rarr; {_e(run.replay.fixed.release)}"
         where = f"{_e(run.backend or '?')}, {_e(run.device or '?')}"
         if run.outcome is None:
@@ -267,7 +268,7 @@ def _replays(ev: Evidence) -> list[str]:
                    f"<td>{_e(run.shown)}</td></tr>")
     for replay in ev.replays_waiting:
         data = replay.data
-        out.append(f'<tr><td><a href="{_e(data["thread"])}">{_e(data["title"])}</a></td>'
+        out.append(f'<tr><td>{_e(data["title"])} (<code>{_e(data["thread"])}</code>)</td>'
                    f"<td>{_e(replay.broken.release)} &rarr; {_e(replay.fixed.release)}</td>"
                    f'<td colspan="4">frozen, not run yet</td></tr>')
     out.append("</table>")

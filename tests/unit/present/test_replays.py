@@ -150,3 +150,16 @@ def test_the_committed_cuda_runs_say_what_the_docs_say() -> None:
     assert len(vllm.outcome.stopped_failed) == 43
     assert vllm.outcome.wrote_outside_view["stock"] == ("olmo3-padded-v100278",
                                                         "slice-b192-v4096")
+
+
+def test_the_site_front_page_shows_the_replays_and_links_nothing_off_the_site() -> None:
+    from harness.present.model import Evidence
+    from harness.present.site import index_page
+
+    evidence = Evidence()
+    evidence.replays = replay_runs(EVIDENCE)
+    page = index_page(evidence)
+    assert '<h2 id="replays">Bugs it would have caught</h2>' in page
+    assert page.count("REPRODUCED AND FIXED") >= 2 and "REPRODUCED, FIX NOT PROVEN" in page
+    assert "<code>https://github.com/flashinfer-ai/flashinfer/pull/2325</code>" in page
+    assert 'href="http' not in page
