@@ -40,7 +40,7 @@ from .errors import (
     wrap_as,
 )
 from .f32 import runtime_p, to_float32
-from .limits import MAX_BATCH, MAX_BATCH_V3, check_work
+from .limits import MAX_BATCH, MAX_BATCH_V3, check_case, check_work
 from .names import (
     BOUNDARY,
     FORCED,
@@ -492,6 +492,13 @@ def check_limits(manifest: Manifest) -> None:
             raise LimitError(
                 f"case {case['id']}: vocab {vocab} is over the limit {limits['max_vocab']}"
             )
+        stride = (case.get("call") or {}).get("logits_row_stride")
+        if stride is not None:  # the whole buffer a strided view lives in
+            if int(stride) > int(limits["max_vocab"]):
+                raise LimitError(f"case {case['id']}: logits row stride {stride} is over the "
+                                 f"limit {limits['max_vocab']}")
+            check_case(f"{case['id']} (its logits buffer)", batch, int(stride),
+                       max_batch=max_batch)
     check_work(((str(case["id"]), case_batch(case), int(case["vocab"]))
                 for case in manifest.cases),
                max_batch=MAX_BATCH_V3 if manifest.data["schema"] == SCHEMA_V3 else MAX_BATCH)

@@ -110,6 +110,22 @@ def test_manifest_refuses_a_call_that_does_not_fit_its_case(call: dict[str, Any]
         parse_manifest(_manifest({**STRIDED, "call": call}))
 
 
+def test_a_strided_buffer_is_held_to_the_limits() -> None:
+    """The padding is read like every input: its buffer is under the manifest's vocabulary
+    limit and the per-case ceiling every verifier shares (no 4 GiB padding to inflate)."""
+    from harness.core.errors import LimitError
+
+    with pytest.raises(LimitError, match="row stride 262144 is over the limit"):
+        parse_manifest(_manifest({**STRIDED, "call": {"logits_row_stride": 262144,
+                                                      "padding_seed": 1}}))
+    wide = copy.deepcopy(MANIFEST)
+    wide["limits"] = {**wide["limits"], "max_vocab": 1048576}
+    wide["cases"] = [{**STRIDED, "batch": 64, "call": {"logits_row_stride": 1048576,
+                                                       "padding_seed": 1}}]
+    with pytest.raises(LimitError, match="its logits buffer"):
+        parse_manifest(json.dumps(wide).encode())
+
+
 def test_a_call_pattern_needs_a_version_3_manifest() -> None:
     data = copy.deepcopy(synthetic.MANIFEST)
     data["cases"] = [{"id": "o", "kind": "ordinary", "seed": 1, "batch": 2, "vocab": 64,
