@@ -32,7 +32,10 @@ DEADLINE=${DEADLINE:-$(( $(date +%s) + 540 ))}
 work=/tmp/mutate-$RUN
 log=$OUT/mutate-$RUN.log
 if [ -z "${FINISH:-}" ]; then
-  mkdir -p "$work/cache/trees"
+  mkdir -p "$work/cache/trees" "$work/src"
+  # the run works from its own copy of this call's tree: a later call (FINISH=1) brings the
+  # caller's tree again, which must not change the code the run's remaining mutants import
+  tar -cf - --exclude=./.git . | tar -C "$work/src" -xf - || exit 1
   # the cache 'manifest new' reads each mutant's pinned tree from: the exported 0.33.0 tree
   tar -C "$work/cache/trees" -xJf .carry/pr-sources.tar.xz || exit 1
   {
@@ -42,7 +45,7 @@ if [ -z "${FINISH:-}" ]; then
     echo "catalogue $CATALOGUE, $JOBS runs at once"
   } > "$work/mutate.log" 2>&1
   # its own process session (setsid): with DETACH=1 it goes on after this call returns
-  TOPP_GATE_CACHE=$work/cache setsid sh -c '
+  (cd "$work/src" && PYTHONPATH=/tmp/site:$work/src TOPP_GATE_CACHE=$work/cache setsid sh -c '
     started=$(date +%s)
     python3 -m harness mutate --manifest "evidence/manifests/pr/$0.json" --backend cuda \
       --catalogue "$1" --out "$2/$0-mutation" --key "$3" --sources "$2/cache/trees" \
@@ -51,7 +54,7 @@ if [ -z "${FINISH:-}" ]; then
     echo "mutate rc=$?"
     echo "== mutation took $(( $(date +%s) - started )) s"
     touch "$2/done"' "$MATRIX" "$CATALOGUE" "$work" "$KEY" "$JOBS" "${RUN_TIMEOUT:-480}" "$ONLY" \
-    >> "$work/mutate.log" 2>&1 < /dev/null &
+    >> "$work/mutate.log" 2>&1 < /dev/null &)
 fi
 while [ ! -e "$work/done" ] && [ "$(date +%s)" -lt "$DEADLINE" ]; do sleep 5; done
 cp "$work/mutate.log" "$log"
