@@ -48,7 +48,7 @@ Standard library only (trusted core); numpy rows are accepted as the gate accept
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,9 +171,11 @@ def judge(data: Any) -> dict[str, Any]:
     return result
 
 
-def base_defects(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def base_defects(rows: Iterable[Mapping[str, Any]],
+                 known: Sequence[str] = FAULTS) -> dict[str, Any]:
     """The verdict's ``base_defects``: how many rows the base already fails, and per fault
-    how many rows have it (zero counts left out)."""
+    how many rows have it (zero counts left out), in ``known`` order (a rule set that
+    judges more faults, ``regression-support/v1``, passes its own list)."""
     count = 0
     reasons: Counter[str] = Counter()
     for result in rows:
@@ -181,7 +183,7 @@ def base_defects(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         if faults:
             count += 1
             reasons.update(faults)
-    return {"rows": count, "reasons": {f: reasons[f] for f in FAULTS if reasons[f]}}
+    return {"rows": count, "reasons": {f: reasons[f] for f in known if reasons[f]}}
 
 
 def verdict_extra(rows: list[dict[str, Any]]) -> dict[str, Any]:

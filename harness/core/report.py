@@ -23,6 +23,7 @@ from typing import Any
 
 from .names import FORCED, ORDINARY, SIDES
 from .regression_rules import REGRESSION_V1
+from .regression_support import REGRESSION_SUPPORT_V1
 from .regression_v2 import REGRESSION_V2
 from .terminal import printable
 
@@ -473,7 +474,7 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
     v3 = report_format not in (REPORT_V1, REPORT_V2)
     s = summarize(inputs, forced_failures_v3 if v3 else _forced_failures)
     # a change against its base: base/change words (report/v3: either regression rule set)
-    change = inputs.rules == REGRESSION_V2 or (v3 and inputs.rules == REGRESSION_V1)
+    change = inputs.rules in PER_ROW_CHANGE_RULES or (v3 and inputs.rules == REGRESSION_V1)
     heads = ("base (stock)", "change (patched)") if change else SIDES
     out = [f"# topp-gate report: {text(s['manifest'])}", ""]
     out += [f"**Verdict: {s['verdict']}**", ""]
@@ -494,7 +495,7 @@ def render_markdown(inputs: ReportInputs, report_format: str = DEFAULT_REPORT) -
             "regression against the bounded ordinary-row contract; it does not prove exact "
             "top-p behaviour in general.", ""]
 
-    if inputs.rules == REGRESSION_V2:
+    if inputs.rules in PER_ROW_CHANGE_RULES:
         out += regression_v2_lines(inputs, text)
     elif change:  # report/v3, regression/v1
         out += base_defect_lines(inputs, text) + stopped_rows_lines(inputs, text)
@@ -606,7 +607,23 @@ REGRESSION_V1_SCOPE = (
     "base; it does not prove the base or the change correct.")
 
 
+REGRESSION_SUPPORT_V1_SCOPE = (
+    "Judged as a change (patched) against its base (stock) on every row, base defect or not: "
+    "rows of a sampling path by the support of their draws (64 per row, fixed seed), every "
+    "other row as regression/v2. Passing proves only that the change introduces no detected "
+    "regression against its base: on sampling rows no fault the base does not have, no "
+    "growth of drawn tokens outside the allowed set or of binary64 mass outside the oracle's "
+    "set, no rewritten value (a sample: a draw that did not happen is not seen); on the "
+    "other rows what regression/v2 checks. It does not prove the base or the change correct.")
+
+# Rule sets that judge a change against its base on every row, and list their verdicts'
+# base-defect and broken rows (regression_v2_lines).
+PER_ROW_CHANGE_RULES = (REGRESSION_V2, REGRESSION_SUPPORT_V1)
+
+
 def _change_scope(rules: str | None) -> str:
+    if rules == REGRESSION_SUPPORT_V1:
+        return REGRESSION_SUPPORT_V1_SCOPE
     return REGRESSION_V1_SCOPE if rules == REGRESSION_V1 else REGRESSION_V2_SCOPE
 
 

@@ -40,6 +40,12 @@ Rule sets:
     finite positions of its output row) lies in the oracle's set plus the count envelope,
     with the input's bits; a goodness-of-fit statistic of the recorded draw counts as a
     diagnostic.
+``regression-support/v1``
+    a pull request to a sampler family against its base (:mod:`harness.core.
+    regression_support`): rows whose evidence records draws are judged on each side by
+    ``support/v1``'s checks, and the change stops on a fault the base does not have, more
+    drawn tokens outside the allowed set or more binary64 mass outside the oracle's set
+    than the base, or a rewritten value; every other row exactly as ``regression/v2``.
 
 Standard library only (trusted core).
 """
@@ -50,7 +56,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import gate, regression_rules, regression_v2, serve_rules, support_rules
+from . import gate, regression_rules, regression_support, regression_v2, serve_rules, support_rules
 from .errors import InternalError, UnknownJudgementError
 from .oracle import OracleOutcome
 
@@ -155,6 +161,13 @@ RULE_SETS: dict[str, RuleSet] = {
         "kept values stop; base-defect rows are listed with whether the change altered them",
         regression_v2.STOP_REASONS, regression_v2.judge, needs_raw=True, top_k=True,
         verdict_extra=regression_v2.verdict_extra),
+    regression_support.REGRESSION_SUPPORT_V1: RuleSet(
+        regression_support.REGRESSION_SUPPORT_V1,
+        "a pull request to a sampler family against its base: sampling rows by support/v1's "
+        "checks on each side (new faults, growth of draws outside the allowed set or of "
+        "binary64 mass outside the oracle's set stop), every other row as regression/v2",
+        regression_support.STOP_REASONS, regression_support.judge, needs_raw=True,
+        top_k=True, verdict_extra=regression_support.verdict_extra),
 }
 
 # Every stop reason any rule set can give (the receipt schema enumerates this set).
