@@ -83,10 +83,12 @@ from ..pins.sources import MAX_PATCH_BYTES, Side
 # (the path observers slow every interpreter launch); its shrunk twin is the one to use.
 NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4-small"}
 # The newest PR matrix of each family, per backend: vLLM's Triton kernels (the table above)
-# and vLLM's PyTorch path (plain torch; its matrix runs it for real on the CPU, under the
-# interpreter backend label). A family without an entry needs --matrix FILE.
+# and vLLM's PyTorch path (plain torch: on the CPU its matrix runs it for real, under the
+# interpreter backend label; on CUDA with CUDA tensors, as a GPU server without Triton calls
+# it). A family without an entry needs --matrix FILE.
 NEWEST_PR_MATRICES = {families.DEFAULT: NEWEST_PR_MATRIX,
-                      "vllm-pytorch": {"interpreter": "pr-pytorch-v1"}}
+                      "vllm-pytorch": {"interpreter": "pr-pytorch-v2",
+                                       "cuda": "pr-pytorch-cuda-v1"}}
 PR_FAMILIES = tuple(NEWEST_PR_MATRICES)
 BASE_SCHEMA = "topp-gate/pr-base/v2"
 BASE_PAYLOAD_TYPE = "application/vnd.topp-gate.pr-base+json"

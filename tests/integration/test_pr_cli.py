@@ -88,7 +88,7 @@ def test_a_family_without_a_pr_matrix_is_refused_naming_what_is_supported(
                  "--key", str(signing_key), "--out", str(out)]) == 2
     line = _one_line(capsys)
     assert "no PR matrix" in line and "vllm-triton" in line and "pr-cuda-v" in line
-    assert "vllm-pytorch" in line and "pr-pytorch-v1" in line
+    assert "vllm-pytorch" in line and "pr-pytorch-v2" in line
     assert not out.exists()
 
 

@@ -1,11 +1,12 @@
 """``topp-gate pr`` on vLLM's PyTorch path (family ``vllm-pytorch``, issue 39), on the CPU.
 
-Without --matrix, ``pr`` picks the family's newest PR matrix (``pr-pytorch-v1``, the
-interpreter backend label: the path is plain torch and runs for real on the CPU). A harmful
+Without --matrix, ``pr`` picks the family's newest PR matrix of the backend
+(``pr-pytorch-v2`` on the CPU, the interpreter backend label: the path is plain torch and
+runs for real there; ``pr-pytorch-cuda-v1`` on CUDA). A harmful
 diff of the pinned ``topk_topp_sampler.py`` (the top-p mask's ``<=`` flipped to ``<``, the
 catalogue's ``pt-cmp-topp-lt``) STOPs and names the dyadic rows it broke; a harmless diff (a
 comment) PASSes on the second run, which reuses the first run's verified base side. A
-backend without a matrix of this family is refused by name before anything runs.
+backend without a matrix of a family is refused by name before anything runs.
 """
 
 from __future__ import annotations
@@ -49,18 +50,22 @@ def _pr(tmp_path: Path, key: Path, out: Path, patch: Path, *more: str) -> int:
 
 
 def test_the_newest_pr_matrix_is_per_family_and_backend():
-    assert NEWEST_PR_MATRICES["vllm-pytorch"] == {"interpreter": "pr-pytorch-v1"}
+    assert NEWEST_PR_MATRICES["vllm-pytorch"] == {"interpreter": "pr-pytorch-v2",
+                                                  "cuda": "pr-pytorch-cuda-v1"}
     assert newest_pr_matrix("vllm-pytorch", "interpreter", "interpreter") == \
-        ("interpreter", "pr-pytorch-v1")
-    # auto on a GPU machine: the family's only backend (its matrix runs on the CPU)
-    assert newest_pr_matrix("vllm-pytorch", "cuda", "auto") == ("interpreter", "pr-pytorch-v1")
+        ("interpreter", "pr-pytorch-v2")
+    assert newest_pr_matrix("vllm-pytorch", "cuda", "auto") == ("cuda", "pr-pytorch-cuda-v1")
     assert newest_pr_matrix("vllm-triton", "cuda", "auto") == ("cuda", "pr-cuda-v4")
     assert newest_pr_matrix("vllm-triton", "interpreter", "auto") == \
         ("interpreter", "pr-interpreter-v4-small")
 
 
-def test_a_backend_without_the_familys_matrix_is_refused_by_name():
-    with pytest.raises(UsageError, match=r"no cuda PR matrix .* vllm-pytorch.*pr-pytorch-v1"):
+def test_a_family_with_one_backend_takes_it_on_auto_and_refuses_another_by_name(monkeypatch):
+    # a family whose PR matrices hold one backend (as the PyTorch path's did before its CUDA
+    # matrix): auto takes that backend, a named other backend is refused naming it
+    monkeypatch.setitem(NEWEST_PR_MATRICES, "vllm-pytorch", {"interpreter": "pr-pytorch-v2"})
+    assert newest_pr_matrix("vllm-pytorch", "cuda", "auto") == ("interpreter", "pr-pytorch-v2")
+    with pytest.raises(UsageError, match=r"no cuda PR matrix .* vllm-pytorch.*pr-pytorch-v2"):
         newest_pr_matrix("vllm-pytorch", "cuda", "cuda")  # --backend cuda named
 
 
@@ -71,7 +76,7 @@ def test_a_harmful_diff_stops_and_a_harmless_one_passes_reusing_the_base(
     first = tmp_path / "first"
     assert _pr(tmp_path, signing_key, first, harmful) == 1
     out, _ = capsys.readouterr()
-    assert "(matrix pr-pytorch-v1, rules regression/v2)" in out.splitlines()[0]
+    assert "(matrix pr-pytorch-v2, rules regression/v2)" in out.splitlines()[0]
     predicate = json.loads((first / "bundle" / "receipt.json").read_bytes())["predicate"]
     stopped = {f"{r['case']}[{r['row']}]" for r in predicate["rows"] if r["stops"]}
     assert out.startswith(f"STOP: the change broke {len(stopped)} of {len(predicate['rows'])}")
