@@ -9,7 +9,8 @@
 #   .whl/    wheels the GPU image lacks (jsonschema and its deps, cryptography, cffi,
 #            pycparser, rfc8785, pyzmq)
 #   .carry/  pr-sources.tar.xz ('topp-gate sources export DIR --pin evidence/pins/vllm-0.33.0.json'
-#            as a tar.xz), topk_topp_sampler.py (vLLM 0.33.0's, sha256 a8234f8d...; the
+#            as a tar.xz; another matrix's pin: SOURCES_TAR=.carry/pt-sources.tar.xz for
+#            vllm-pytorch-0.33.0.json with CATALOGUE=topp-gate/mutants/pytorch-v1), topk_topp_sampler.py (vLLM 0.33.0's, sha256 a8234f8d...; the
 #            criterion checks it) and the signing key ($KEY)
 # A run longer than one call: DETACH=1 starts mutate in its own process session (it outlives
 # the call while the machine stays warm) and waits for it until DEADLINE; a later call with
@@ -36,8 +37,9 @@ if [ -z "${FINISH:-}" ]; then
   # the run works from its own copy of this call's tree: a later call (FINISH=1) brings the
   # caller's tree again, which must not change the code the run's remaining mutants import
   tar -cf - --exclude=./.git . | tar -C "$work/src" -xf - || exit 1
-  # the cache 'manifest new' reads each mutant's pinned tree from: the exported 0.33.0 tree
-  tar -C "$work/cache/trees" -xJf .carry/pr-sources.tar.xz || exit 1
+  # the cache 'manifest new' reads each mutant's pinned tree from: the exported tree of the
+  # matrix's pin (SOURCES_TAR; default vLLM 0.33.0's Triton kernel tree)
+  tar -C "$work/cache/trees" -xJf "${SOURCES_TAR:-.carry/pr-sources.tar.xz}" || exit 1
   {
     date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     python3 -c 'import sys, torch, triton; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'

@@ -1,43 +1,62 @@
 #!/usr/bin/env bash
-# One call on the lent NVIDIA H200 (no network): time 'topp-gate pr' as a contributor runs it
-# (issue 26: one run at most 5 minutes on one H200). Base vLLM 0.33.0 (its pin); first a
-# harmless change (a comment added to the kernel: PASS expected), with no verified base side
-# kept, so both kernel children run; then a harmful one-line change (the final mask pass keeps
-# prob >= pivot in the split mask kernel: catalogue v1's cmp-keep-ge) that reuses the base side the
-# first run verified. Both signed with $KEY. Carry as scripts/device_mutate.sh (.whl, .carry).
-# Results in $OUT: pr.log (each answer and its wall time) and both folders as pr.tar.xz parts.
+# One call on the lent GPU machine (no network): 'topp-gate pr' as a contributor runs it, for
+# one family (FAMILY, default vllm-triton). First a harmless change (a comment added to the
+# pinned file: PASS expected), with no verified base side kept, so both kernel children run;
+# then a harmful one-line change that reuses the base side the first run verified (STOP
+# expected). Both signed with $KEY (scripts/device_common.sh); one run at a time.
+#   FAMILY=vllm-triton   base vLLM 0.33.0's Triton kernel, pr-cuda-v4 (issue 26): the split
+#                        mask kernel keeps prob >= pivot (catalogue v1's cmp-keep-ge);
+#                        carry .carry/pr-sources.tar.xz
+#   FAMILY=vllm-pytorch  base vLLM 0.33.0's PyTorch path, pr-pytorch-cuda-v1 (issue 39): the
+#                        top-p mask keeps cumulative sums < 1 - p instead of <= (catalogue
+#                        pytorch-v1's pt-topp-mask-lt); carry .carry/pt-sources.tar.xz
+# Each tar.xz is 'topp-gate sources export DIR --pin PIN' packed with tar -C DIR -cJf.
+# Results in $OUT: pr-$FAMILY.log (each answer and its wall time) and both folders as
+# pr-$FAMILY.tar.xz parts.
 #
-#   device run: bash scripts/device_pr.sh   (carry: .whl .carry)
+#   device run: FAMILY=... bash scripts/device_pr.sh   (carry: .whl .carry)
 set -uo pipefail
+FAMILY=${FAMILY:-vllm-triton}
+case $FAMILY in
+  vllm-triton)
+    pin=evidence/pins/vllm-0.33.0.json sources=.carry/pr-sources.tar.xz
+    file=vllm/v1/sample/ops/topk_topp_triton.py
+    old='keep = (prob > pivot) | (x == M)' new='keep = (prob >= pivot) | (x == M)' ;;
+  vllm-pytorch)
+    pin=evidence/pins/vllm-pytorch-0.33.0.json sources=.carry/pt-sources.tar.xz
+    file=vllm/v1/sample/ops/topk_topp_sampler.py
+    old='top_p_mask = probs_sum <= 1 - p.unsqueeze(dim=1)'
+    new='top_p_mask = probs_sum < 1 - p.unsqueeze(dim=1)' ;;
+  *) echo "FAMILY: vllm-triton or vllm-pytorch, not $FAMILY" >&2; exit 2 ;;
+esac
 . scripts/device_common.sh
-work=/tmp/pr-timing
+work=/tmp/pr-$FAMILY
 mkdir -p "$work/trees" "$work/results"
-tar -C "$work/trees" -xJf .carry/pr-sources.tar.xz || exit 1
-kernel=$(find "$work/trees" -path '*/vllm/v1/sample/ops/topk_topp_triton.py' | head -1)
-python3 - "$kernel" "$work" <<'PY'
+tar -C "$work/trees" -xJf "$sources" || exit 1
+pinned=$(find "$work/trees" -path "*/$file" | head -1)
+python3 - "$pinned" "$work" "$file" "$old" "$new" <<'PY' || exit 1
 import sys
 from pathlib import Path
 from harness.pins.sources import kernel_diff
-kernel, work = Path(sys.argv[1]), Path(sys.argv[2])
-src = kernel.read_bytes()
-path = "vllm/v1/sample/ops/topk_topp_triton.py"
+pinned, work, path = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+old, new = sys.argv[4].encode(), sys.argv[5].encode()
+src = pinned.read_bytes()
+assert src.count(old) == 1, "the harmful line is not in the pinned file exactly once"
 harmless = src.replace(b"\n", b"\n# reviewed: no functional change\n", 1)
-line = b"keep = (prob > pivot) | (x == M)"
-assert src.count(line) == 1
 (work / "harmless.diff").write_bytes(kernel_diff(src, harmless, path))
-(work / "harmful.diff").write_bytes(kernel_diff(src, src.replace(line, b"keep = (prob >= pivot) | (x == M)"), path))
+(work / "harmful.diff").write_bytes(kernel_diff(src, src.replace(old, new), path))
 PY
-log=$OUT/pr.log
+log=$OUT/pr-$FAMILY.log
 {
   date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "source commit (claimed by the caller): ${TOPP_GATE_SOURCE_COMMIT:-none} clean=${TOPP_GATE_SOURCE_CLEAN:-?}"
   for change in harmless harmful; do
-    echo "== topp-gate pr evidence/pins/vllm-0.33.0.json --patch $change.diff --backend cuda"
+    echo "== topp-gate pr $pin --patch $change.diff --backend cuda"
     started=$(date +%s)
-    python3 -m harness pr evidence/pins/vllm-0.33.0.json --patch "$work/$change.diff" \
+    python3 -m harness pr "$pin" --patch "$work/$change.diff" \
       --backend cuda --key "$KEY" --out "$work/results/pr-$change" --sources "$work/trees" \
       --cache "$work/cache" --workers 12
     echo "exit $? after $(( $(date +%s) - started )) s"
   done
 } > "$log" 2>&1
-device_tar pr "$work/results" >> "$log"
+device_tar "pr-$FAMILY" "$work/results" >> "$log"
