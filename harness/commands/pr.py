@@ -48,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="the change as another release, pin file, wheel or tree")
     parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto",
                         help="auto (default): cuda when torch sees a CUDA device, else "
-                        "Triton's interpreter on the CPU")
+                        "Triton's interpreter on the CPU. FlashInfer (family flashinfer, "
+                        "matrix pr-flashinfer-v1) runs on CUDA only: on the CPU it is "
+                        "refused")
     parser.add_argument("--matrix", default=None, metavar="NAME|FILE",
                         help="another matrix than the newest PR matrix of the family and "
                         "backend (a "

@@ -85,10 +85,12 @@ NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4-smal
 # The newest PR matrix of each family, per backend: vLLM's Triton kernels (the table above)
 # and vLLM's PyTorch path (plain torch: on the CPU its matrix runs it for real, under the
 # interpreter backend label; on CUDA with CUDA tensors, as a GPU server without Triton calls
-# it). A family without an entry needs --matrix FILE.
+# it); FlashInfer's samplers, renorm and mask paths (CUDA only: FlashInfer JIT-builds its
+# kernels with nvcc and has no CPU path). A family without an entry needs --matrix FILE.
 NEWEST_PR_MATRICES = {families.DEFAULT: NEWEST_PR_MATRIX,
                       "vllm-pytorch": {"interpreter": "pr-pytorch-v2",
-                                       "cuda": "pr-pytorch-cuda-v1"}}
+                                       "cuda": "pr-pytorch-cuda-v1"},
+                      "flashinfer": {"cuda": "pr-flashinfer-v1"}}
 PR_FAMILIES = tuple(NEWEST_PR_MATRICES)
 BASE_SCHEMA = "topp-gate/pr-base/v2"
 BASE_PAYLOAD_TYPE = "application/vnd.topp-gate.pr-base+json"
@@ -365,11 +367,20 @@ def check_family(base_pin: Path, change_pin: Path | None, matrix: str | None) ->
 
 def newest_pr_matrix(family: str, backend: str, requested: str) -> tuple[str, str]:
     """(backend, matrix): the family's newest PR matrix on ``backend``. A family whose PR
-    matrices hold one backend only (the PyTorch path: the CPU) takes it when the backend
-    was left to ``auto``; else a backend without one is refused, naming those there are."""
+    matrices hold the CPU (interpreter label) only takes it when the backend was left to
+    ``auto``; a family whose PR matrices hold CUDA only (FlashInfer) is refused on the CPU,
+    in one line naming its CUDA matrix; else a backend without one is refused, naming those
+    there are."""
     by_backend = NEWEST_PR_MATRICES[family]
-    if backend not in by_backend and requested == "auto" and len(by_backend) == 1:
-        backend = next(iter(by_backend))
+    if backend not in by_backend and requested == "auto" and list(by_backend) == ["interpreter"]:
+        backend = "interpreter"
+    if backend == "interpreter" and list(by_backend) == ["cuda"]:
+        why = ("--backend interpreter was given" if requested == "interpreter"
+               else "torch sees no CUDA device on this machine")
+        raise UsageError(f"family {family} runs on CUDA only (its kernels are built with nvcc "
+                         f"at run time; there is no CPU path) and {why}: its PR matrix "
+                         f"{by_backend['cuda']} needs a machine where torch sees a CUDA "
+                         "device, with --backend cuda or auto")
     if backend not in by_backend:
         there = ", ".join(f"--backend {b} ({m})" for b, m in by_backend.items())
         raise UsageError(f"no {backend} PR matrix holds rows for family {family}; use "

@@ -80,15 +80,35 @@ def test_a_change_is_required_and_only_one(tmp_path, signing_key, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("pin", ["flashinfer-0.7.2.post1.json"])
 def test_a_family_without_a_pr_matrix_is_refused_naming_what_is_supported(
-        tmp_path, signing_key, capsys, pin):
+        tmp_path, signing_key, capsys, monkeypatch):
+    from harness.pr import flow
+
+    pin = "flashinfer-0.7.2.post1.json"  # as if FlashInfer had no PR matrix
+    monkeypatch.setattr(flow, "NEWEST_PR_MATRICES",
+                        {k: v for k, v in flow.NEWEST_PR_MATRICES.items() if k != "flashinfer"})
+    monkeypatch.setattr(flow, "PR_FAMILIES", tuple(flow.NEWEST_PR_MATRICES))
     out = tmp_path / "out"
     assert main(["pr", str(PINS / pin), "--change", str(PINS / pin), "--backend", "interpreter",
                  "--key", str(signing_key), "--out", str(out)]) == 2
     line = _one_line(capsys)
     assert "no PR matrix" in line and "vllm-triton" in line and "pr-cuda-v" in line
     assert "vllm-pytorch" in line and "pr-pytorch-v2" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "auto"])
+def test_flashinfer_on_the_cpu_is_refused_naming_its_cuda_matrix(tmp_path, signing_key, capsys,
+                                                                 backend):
+    """FlashInfer runs on CUDA only: on this CPU machine, asked for the interpreter or left
+    to auto, pr refuses in one line (exit 2) naming pr-flashinfer-v1, and writes nothing."""
+    out = tmp_path / "out"
+    base, change = PINS / "flashinfer-0.6.0.json", PINS / "flashinfer-0.6.1.json"
+    assert main(["pr", str(base), "--change", str(change), "--backend", backend,
+                 "--key", str(signing_key), "--out", str(out)]) == 2
+    line = _one_line(capsys)
+    assert "family flashinfer runs on CUDA only" in line and "pr-flashinfer-v1" in line
+    assert ("--backend interpreter was given" in line) == (backend == "interpreter")
     assert not out.exists()
 
 

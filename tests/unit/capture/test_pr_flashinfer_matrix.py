@@ -1,0 +1,131 @@
+"""FlashInfer's pull-request matrix ``pr-flashinfer-v1`` (issue 39): frozen before any
+mutant ran on it, judged by ``regression-support/v1``, both sides FlashInfer 0.7.2.post1 on
+CUDA; every path of the family a server calls is taken by some case (the samplers as vLLM
+0.33.0 picks them per batch, the renorm and mask paths SGLang calls, declared per case), at
+the sizes that choose between FlashInfer's single- and multi-CTA radix top-k and between
+top-p renorm's ternary search and its AIR radix select; small enough for one run."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+from harness.core.digest import sha256_hex
+from harness.core.limits import check_work
+from harness.core.manifest import case_batch, load_manifest, traffic_sampling
+from harness.core.names import SIDES
+from harness.families import flashinfer
+
+ROOT = Path(__file__).resolve().parents[3]
+NAME = "pr-flashinfer-v1"
+FROZEN = ROOT / "evidence/manifests/pr" / f"{NAME}.json"
+MATRIX = ROOT / "harness/data/matrices" / f"{NAME}.json"
+RADIX_CTA_FLOATS = 57592  # one CTA's shared memory on sm90 (227 KiB opt-in), topk.cuh
+H200_SMS = 132
+
+
+def _paths(manifest) -> dict[str, str]:
+    """case id -> the path both sides take (each side's own where the case declares none)."""
+    out = {}
+    for case in manifest.cases:
+        paths = {side: case.get("paths", {}).get(side,
+                                                 manifest.sources["sides"][side]["dispatch"])
+                 for side in SIDES}
+        assert paths["stock"] == paths["patched"], case["id"]
+        out[case["id"]] = paths["stock"]
+    return out
+
+
+def test_the_frozen_manifest_hashes_to_its_sha256_and_is_the_committed_matrix():
+    raw = FROZEN.read_bytes()
+    assert (FROZEN.parent / f"{NAME}.json.sha256").read_text() == \
+        f"{sha256_hex(raw)}  {NAME}.json\n"
+    manifest = load_manifest(FROZEN)
+    matrix = json.loads(MATRIX.read_text())
+    assert manifest.rules == matrix["rules"] == "regression-support/v1"
+    assert manifest.backend["required"] == "cuda"
+    assert manifest.limits == matrix["limits"]
+    strip = [{k: v for k, v in c.items() if k != "paths"} for c in manifest.cases]
+    assert strip == [{k: v for k, v in c.items() if k != "paths"} for c in matrix["cases"]]
+    for side in SIDES:
+        declared = manifest.sources["sides"][side]
+        assert declared["family"] == "flashinfer" and declared["version"] == "0.7.2.post1"
+        assert declared["pin"] == "evidence/pins/flashinfer-0.7.2.post1.json"
+        assert declared["dispatch"] == flashinfer.TOP_P_SAMPLING
+
+
+def test_every_path_a_server_calls_is_taken_and_samplers_are_as_vllm_picks_them():
+    manifest = load_manifest(FROZEN)
+    paths = _paths(manifest)
+    assert set(paths.values()) == set(flashinfer.ENTRIES)  # all six
+    for case in manifest.cases:
+        if case["kind"] != "traffic" or paths[case["id"]] not in flashinfer.SAMPLING:
+            continue
+        sampling = traffic_sampling(case)
+        ks = [k for _, k in sampling]
+        ps = [float(p) for p, _ in sampling]
+        assert paths[case["id"]] == flashinfer.sampler_for(int(case["vocab"]), ks, ps)
+
+
+def test_the_sizes_that_choose_between_flashinfers_kernels():
+    manifest = load_manifest(FROZEN)
+    paths = _paths(manifest)
+    radix = [(int(c["vocab"]), case_batch(c), c) for c in manifest.cases
+             if paths[c["id"]] in (flashinfer.TOP_K_MASK, flashinfer.TOP_K_RENORM,
+                                   flashinfer.TOP_K_TOP_P_SAMPLING)]
+    vocabs = {v for v, _, _ in radix}
+    assert RADIX_CTA_FLOATS in vocabs and RADIX_CTA_FLOATS + 4 in vocabs  # 1 CTA, then 2
+    assert any(v > 2 * RADIX_CTA_FLOATS for v in vocabs)
+    # a multi-CTA row group that takes a second row after a skipped k = V row (PR #2325):
+    # group 0 takes rows 0, groups, 2 * groups, ... (topk.cuh's persistent loop)
+    after_skip = []
+    for vocab, batch, case in radix:
+        ctas = -(-vocab // RADIX_CTA_FLOATS)
+        groups = H200_SMS // ctas
+        if ctas > 1 and batch > groups:
+            ks = [k for _, k in traffic_sampling(case)]
+            after_skip.append(ks[0] >= vocab and ks[groups] < vocab)
+    assert any(after_skip)
+    renorm = {int(c["vocab"]) for c in manifest.cases if paths[c["id"]] == "top-p-renorm"}
+    assert min(renorm) < 2048 <= max(renorm) and 2048 in renorm  # ternary, then AIR radix
+    sampled = {math.gcd(4, int(c["vocab"])) for c in manifest.cases if paths[c["id"]]
+               in flashinfer.SAMPLING}
+    assert sampled == {1, 2, 4}  # floats per 16-byte vectorised load: gcd(16 / 4, vocab)
+
+
+def test_ties_indices_dtypes_forced_and_grammar_rows():
+    manifest = load_manifest(FROZEN)
+    paths = _paths(manifest)
+    calls = {c["id"]: c.get("call", {}) for c in manifest.cases}
+    indexed = {paths[i]: call for i, call in calls.items() if "indices" in call}
+    assert indexed[flashinfer.TOP_P_SAMPLING]["indices_dtype"] == "int64"
+    assert flashinfer.TOP_K_TOP_P_SAMPLING in indexed
+    for call in indexed.values():  # every row drawn from, some twice, out of order
+        assert sorted(set(call["indices"])) == list(range(max(call["indices"]) + 1))
+        assert Counter(call["indices"]).most_common(1)[0][1] > 1
+        assert call["indices"] != sorted(call["indices"])
+    assert {paths[i] for i, call in calls.items() if call.get("k_dtype") == "int64"} >= {
+        flashinfer.TOP_K_SAMPLING, flashinfer.TOP_K_MASK}
+    kinds = Counter(c["kind"] for c in manifest.cases)
+    assert kinds["boundary"] >= 1 and kinds["forced"] >= 1
+    ties = [r for c in manifest.cases if c["kind"] == "boundary" for r in c["rows"]
+            if r["construction"]["type"] == "ties"]
+    assert {r["construction"]["placement"] for r in ties} == {"contiguous", "permuted"}
+    assert sum(1 for c in manifest.cases if "forced_id" in c) >= 2
+    grammar = [c for c in manifest.cases if c["kind"] == "traffic"
+               and c.get("rows", {}).get("mask_fraction")]
+    assert {paths[c["id"]] for c in grammar} >= {flashinfer.TOP_K_TOP_P_SAMPLING,
+                                                  flashinfer.TOP_K_MASK,
+                                                  flashinfer.TOP_P_RENORM}
+
+
+def test_small_enough_for_one_run_on_one_h200():
+    manifest = load_manifest(FROZEN)
+    cases = [(c["id"], case_batch(c), int(c["vocab"])) for c in manifest.cases]
+    check_work(cases, max_batch=manifest.limits["max_batch"])
+    assert sum(b for _, b, _ in cases) < 300
+    assert sum(b * v for _, b, v in cases) < 12_000_000  # about 7 MiB of inputs, compressed
+    assert manifest.limits["max_bundle_bytes"] <= 16 << 20
+    assert manifest.limits["child_timeout_s"] >= 300  # FlashInfer's JIT build, first child
