@@ -12,8 +12,11 @@ defines the split pipeline, vLLM 0.30.0 and later, else ``single``), read from t
 cached tree; and for each traffic case whose path differs from it (top-k rows, batches
 above 64), the family's guess for that case (``Family.guess_case_path``) is frozen in the
 case's ``paths``. A path given for a side (``--stock-path``) holds for all its cases. A
-patch (``--patch DIFF --on SIDE``) is applied exactly to that side's kernel now, and frozen
-by its sha256 and the patched kernel's sha256. The rule set is ``serve/v1`` when some case
+patch (``--patch DIFF --on SIDE``) is a unified diff of exactly one file of that side's
+pinned set (the kernel file, or any other: a FlashInfer CUDA header), applied exactly now;
+it is frozen by its sha256, the kernel file's sha256 after it, the file it changed
+(``path``), that file's new sha256 (``file_sha256``) and the candidate tree's digest
+(``tree_sha256``). The rule set is ``serve/v1`` when some case
 is a traffic case, else ``seed/v2``, unless given (``--rules``).
 
 The manifest is written with its ``.sha256`` sibling (``sha256sum`` format); neither is
@@ -50,7 +53,14 @@ from ..core.safeio import read_regular_file
 from ..core.support_rules import SUPPORT_V1
 from ..core.terminal import printable
 from ..pins.pinfile import MAX_PIN_FILE_BYTES, PinFile, load_pin_file
-from ..pins.sources import MAX_PATCH_BYTES, apply_patch, cache_root, resolve_tree
+from ..pins.sources import (
+    MAX_PATCH_BYTES,
+    apply_side_patch,
+    build_candidate_tree,
+    cache_root,
+    candidate,
+    resolve_tree,
+)
 
 MATRIX_SCHEMA = "topp-gate/matrix/v1"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
@@ -240,8 +250,17 @@ def _side_entry(spec: SideSpec, pin: PinFile, out_dir: Path, cache: Path,
             patch_bytes = read_regular_file(spec.patch, "patch", MAX_PATCH_BYTES)
         except OSError as err:
             raise UsageError(f"cannot read patch {spec.patch}: {err.strerror or err}") from None
-        kernel = apply_patch(kernel, patch_bytes, str(pin.data["kernel_path"]))
-        entry["patch"] = {"sha256": sha256_hex(patch_bytes), "kernel_sha256": sha256_hex(kernel)}
+        # one file of the pinned set (the kernel file or another: a FlashInfer CUDA header),
+        # applied exactly; the candidate tree is built and verified now, as run will build it
+        path, patched = apply_side_patch(side, tree, patch_bytes)
+        changed = candidate(side, patched, patch_bytes, path=path)
+        build_candidate_tree(changed, tree, patched, cache / "trees", path=path)
+        if path == side.kernel_path:
+            kernel = patched
+        entry["patch"] = {"sha256": sha256_hex(patch_bytes),
+                          "kernel_sha256": changed.kernel_sha256,
+                          "path": path, "file_sha256": changed.files[path],
+                          "tree_sha256": changed.digest}
     entry["dispatch"] = spec.dispatch or family.guess_dispatch(kernel or b"")
     entry["family"] = family.id
     return entry, (kernel if spec.dispatch is None else None)

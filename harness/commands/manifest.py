@@ -35,13 +35,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "from its kernel source (vllm-triton: split when the kernel defines the split "
         "pipeline, else single; single-topk or mixed for top-k rows; single above batch "
         "64), read from the cached tree, unless given (a given path holds for every case "
-        "of that side). --patch DIFF --on SIDE freezes a unified diff of the kernel file "
+        "of that side). --patch DIFF --on SIDE freezes a unified diff of one file of that "
+        "side's pinned set (the kernel file, or another such as a FlashInfer CUDA header) "
         "on that side. The rule set is the one the matrix predeclares (the pr-* matrices: "
         "a regression rule set), else serve/v1 when the matrix has traffic cases, else "
         "seed/v2, unless --rules. The manifest is frozen at once (M.json.sha256).")
     new.add_argument("--stock", type=Path, required=True, metavar="PIN")
     new.add_argument("--patched", type=Path, required=True, metavar="PIN")
-    flags.patch(new, "unified diff of the kernel file, applied exactly on --on's side")
+    flags.patch(new, "unified diff of one pinned file (the kernel file or another), "
+                "applied exactly on --on's side")
     new.add_argument("--on", choices=SIDES, default=None,
                      help="the side --patch applies to (required with --patch)")
     new.add_argument("--matrix", required=True, metavar="NAME|FILE")

@@ -27,8 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="gate a change against its base: pin, freeze, run, verify, answer",
         description="Gate a pull request against its base in one command. BASE is a "
         "release (vllm==X.Y.Z), a pin file, a wheel or a source tree (what 'sources pin' "
-        "takes, or a pin file); the change is --patch DIFF (a unified diff of the kernel "
-        "file, applied exactly on the base) or --change SPEC (another release, pin file, "
+        "takes, or a pin file); the change is --patch DIFF (a unified diff of one file of "
+        "the base's pinned set, the kernel file or another such as a FlashInfer CUDA "
+        "header, applied exactly on the base) or --change SPEC (another release, pin file, "
         "wheel or tree: an upgrade is a change too). Both pins, the frozen manifest "
         "(the newest PR matrix of the family and backend), the signed bundle and its "
         "verification land in --out. A base side verified by an earlier 'pr' of the same "
@@ -43,7 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="the base: vllm==X.Y.Z, a pin file (.json), a wheel or a tree")
     change = parser.add_mutually_exclusive_group(required=True)
     change.add_argument("--patch", type=Path, metavar="DIFF", default=None,
-                        help="the change as a unified diff of the kernel file on BASE")
+                        help="the change as a unified diff of one pinned file of BASE "
+                        "(the kernel file, or another such as a FlashInfer CUDA header)")
     change.add_argument("--change", metavar="SPEC", default=None,
                         help="the change as another release, pin file, wheel or tree")
     parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto",

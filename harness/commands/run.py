@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     flags.sources(parser, "exported source trees (topp-gate sources export), for machines "
                   "with no network (default: $TOPP_GATE_SOURCES or the cache)")
     flags.cache(parser)
-    flags.patch(parser, "gate stock plus this unified diff of the kernel file instead of the "
+    flags.patch(parser, "gate stock plus this unified diff of one pinned file (the kernel file or "
+                "another, such as a FlashInfer CUDA header) instead of the "
                 "pinned patched release (the manifest must freeze its sha256)")
     flags.unsandboxed(parser)
     flags.workers(parser, "judging rows", default=0)

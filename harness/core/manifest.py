@@ -322,7 +322,11 @@ def _side(entry: Mapping[str, Any], *, inline: bool) -> ManifestSide:
     the split path in vLLM's Triton family, and its receipt records the wheel pins; versions
     2 and 3 name a pin file, and the receipt records the pin file's sha256, version and
     kernel (after the frozen patch, if any: then the patch file's sha256 too), and the tree
-    digest of an unpatched side."""
+    digest of an unpatched side. A patch frozen with the file it changed (``path``, its
+    ``file_sha256``; issue 39) binds the receipt's ``patch_path`` and
+    ``patched_file_sha256`` too, and one frozen with the candidate tree's digest
+    (``tree_sha256``) binds the receipt's ``tree_sha256`` (and so a run-time library's
+    sources, :func:`.verify_bindings.check_library_binding`)."""
     if inline:
         return ManifestSide(family=DEFAULT_FAMILY, dispatch=SPLIT, pin=None, patch=None,
                             receipt_pins={key: str(entry[key]) for key in WHEEL_PIN_FIELDS})
@@ -333,6 +337,11 @@ def _side(entry: Mapping[str, Any], *, inline: bool) -> ManifestSide:
     else:
         recorded["kernel_sha256"] = str(patch["kernel_sha256"])
         recorded["patch_file_sha256"] = str(patch["sha256"])
+        if "path" in patch:  # the file the diff changed (issue 39: any file of the pinned set)
+            recorded["patch_path"] = str(patch["path"])
+            recorded["patched_file_sha256"] = str(patch["file_sha256"])
+        if "tree_sha256" in patch:
+            recorded["tree_sha256"] = str(patch["tree_sha256"])
     return ManifestSide(family=str(entry.get("family", DEFAULT_FAMILY)),
                         dispatch=str(entry["dispatch"]), pin=str(entry["pin"]),
                         patch=dict(patch) if patch is not None else None,

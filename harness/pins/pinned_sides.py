@@ -2,14 +2,16 @@
 
 Kernel side. Each side's pin file must be the bytes the manifest froze (its sha256), and
 must agree with the version, kernel and tree digests the manifest copied from it. A side
-whose manifest entry freezes a patch needs the patch file (``run --patch``): its sha256 and
-the patched kernel's sha256 must be the frozen ones. Any difference is ``evidence_drift``
+whose manifest entry freezes a patch needs the patch file (``run --patch``): a diff of one
+file of the side's pinned set; its sha256, the kernel's sha256 after it and (where frozen)
+the changed file's path and sha256 and the candidate tree's digest must be the frozen ones
+(:func:`check_frozen_patch`). Any difference is ``evidence_drift``
 and nothing runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .. import families
@@ -37,6 +39,26 @@ def pinned_side(manifest: Manifest, name: str) -> Side:
     # the lead's manifest schema lets a side carry its pin file's family (absent: default)
     _agree(name, "family", families.of_side(entry), pin.family)
     return pin.side(name)
+
+
+def check_frozen_patch(name: str, side: Side, frozen: Mapping[str, str]) -> None:
+    """The side after its patch is what the manifest froze: the kernel file's sha256, and,
+    where the manifest records them (``manifest new`` since issue 39), the file the diff
+    changed, that file's sha256 and the candidate tree's digest. A manifest that records no
+    ``path`` froze a diff of the kernel file (the only kind it could freeze)."""
+    path = str(frozen.get("path", side.kernel_path))
+    if side.patch_path != path:
+        raise EvidenceDriftError(f"{name} file the patch changes (vs frozen manifest)", path,
+                                 str(side.patch_path))
+    pairs = [("kernel after the patch", frozen["kernel_sha256"], side.kernel_sha256)]
+    if "file_sha256" in frozen:
+        pairs.append((f"file {path} after the patch", frozen["file_sha256"],
+                      side.files[path]))
+    if "tree_sha256" in frozen:
+        pairs.append(("tree after the patch", frozen["tree_sha256"], side.digest))
+    for what, want, have in pairs:
+        if want != have:
+            raise EvidenceDriftError(f"{name} {what} (vs frozen manifest)", want, have)
 
 
 def prepare_pinned_sides(manifest: Manifest, *, cache: Path, sources: Path | None,
@@ -69,8 +91,6 @@ def prepare_pinned_sides(manifest: Manifest, *, cache: Path, sources: Path | Non
                 raise EvidenceDriftError(f"patch file {patch.name} (vs frozen manifest)",
                                          frozen["sha256"], sha256_hex(patch_bytes))
             side, tree = patched_side(side, tree, patch_bytes, cache=cache)
-            if side.kernel_sha256 != frozen["kernel_sha256"]:
-                raise EvidenceDriftError(f"{name} kernel after the patch (vs frozen manifest)",
-                                         frozen["kernel_sha256"], side.kernel_sha256)
+            check_frozen_patch(name, side, frozen)
         out[name] = (side, tree)
     return out

@@ -66,8 +66,10 @@ class Side:
     kernel_sha256: str
     files: Mapping[str, str] = field(repr=False)
     placeholders: tuple[str, ...] = ()
-    # set only for a user's candidate (stock plus a patch file)
+    # set only for a user's candidate (stock plus a patch file): the diff's sha256, and the
+    # one pinned file it changed (the kernel file, or any other file of ``files``)
     patch_file_sha256: str | None = None
+    patch_path: str | None = None
     # set only for a side read from a pin file (harness.pins.pinfile)
     origin: Mapping[str, Any] | None = None
     pin_sha256: str | None = None
@@ -94,6 +96,9 @@ class Side:
         })
         if self.patch_file_sha256 is not None:
             out["patch_file_sha256"] = self.patch_file_sha256
+        if self.patch_path is not None:
+            out["patch_path"] = self.patch_path
+            out["patched_file_sha256"] = self.files[self.patch_path]
         if self.origin is not None:
             out["origin"] = dict(self.origin)
         if self.pin_sha256 is not None:
@@ -276,29 +281,100 @@ def _check_patch_names(hunks: int, names: list[bytes], path: str) -> None:
     for name in names:
         text_name = name.decode("utf-8", "replace")
         if text_name not in (path, f"a/{path}", f"b/{path}"):
-            raise UsageError(f"patch: it changes {text_name!r}, not the kernel file {path!r}")
+            raise UsageError(f"patch: it changes {text_name!r}, not {path!r}")
 
 
-def candidate(stock: Side, patched_kernel: bytes, patch_bytes: bytes, *,
-              name: str = "patched") -> Side:
-    """A user's candidate: stock's files with the kernel replaced by the patched bytes."""
-    kernel_sha = sha256_hex(patched_kernel)
+# git's extended header lines a strict one-file content diff never needs: a mode change, a
+# new, deleted, renamed or copied file, a binary patch (a link is mode 120000)
+_GIT_EXTENDED = (b"old mode ", b"new mode ", b"new file mode ", b"deleted file mode ",
+                 b"rename from ", b"rename to ", b"copy from ", b"copy to ",
+                 b"similarity index ", b"dissimilarity index ", b"GIT binary patch",
+                 b"Binary files ")
+
+
+def _strip_prefix(name: str) -> str:
+    return name[2:] if name.startswith(("a/", "b/")) else name
+
+
+def patch_target(diff: bytes, files: Mapping[str, str], *, kernel_path: str,
+                 what: str = "the side") -> str:
+    """The one pinned file a unified diff changes, checked before anything is applied.
+
+    The diff must change exactly one file, named the same in its ``---`` and ``+++`` lines
+    (optionally under ``a/`` and ``b/``), by a relative path without ``..``, that is a file
+    of ``files`` (the side's pinned set: the pin file's ``files``). A link (git's mode
+    120000), a mode change, a new, deleted, renamed or binary file is refused. Every refusal
+    is one :class:`UsageError` line naming what is allowed."""
+    allowed = (f"a diff may change exactly one file of {what}'s pinned set ({len(files)} "
+               f"files, the pin file's 'files'; its kernel file is {kernel_path})")
+    names: list[str] = []
+    for line in diff.splitlines():
+        if line.startswith((b"--- ", b"+++ ")):
+            names.append(line[4:].split(b"\t")[0].strip().decode("utf-8", "replace"))
+        elif b"120000" in line and line.startswith((b"index ", b"old mode ", b"new mode ",
+                                                    b"new file mode ",
+                                                    b"deleted file mode ")):
+            raise UsageError(f"patch: it changes a link (mode 120000); {allowed}")
+        elif line.startswith(_GIT_EXTENDED):
+            shown = line.decode("utf-8", "replace").strip()[:60]
+            raise UsageError(f"patch: {shown!r} (not a change of one file's lines); {allowed}")
+    if not names:
+        raise UsageError("patch: no '--- a/FILE' and '+++ b/FILE' lines (expected a unified "
+                         "diff)")
+    if len(names) != 2:
+        shown = sorted({_strip_prefix(n) for n in names if n != "/dev/null"})
+        raise UsageError(f"patch: it changes {len(names) // 2 or 1} files "
+                         f"({', '.join(repr(n) for n in shown[:3])}); {allowed}")
+    old, new = names
+    if "/dev/null" in names:
+        raise UsageError(f"patch: it creates or deletes a file; {allowed}")
+    if _strip_prefix(old) != _strip_prefix(new):
+        raise UsageError(f"patch: its '---' and '+++' lines name two files ({old!r}, "
+                         f"{new!r}); {allowed}")
+    path = _strip_prefix(new)
+    parts = path.split("/")
+    if path.startswith("/") or ".." in parts or "" in parts or "." in parts or "\\" in path:
+        raise UsageError(f"patch: it changes {path!r}, not a plain relative path; {allowed}")
+    if path not in files:
+        raise UsageError(f"patch: it changes {path!r}, which is not in the pinned set; "
+                         f"{allowed}")
+    return path
+
+
+def candidate(stock: Side, patched_file: bytes, patch_bytes: bytes, *,
+              name: str = "patched", path: str | None = None) -> Side:
+    """A user's candidate: stock's files with the one file ``path`` (default: the kernel
+    file) replaced by the patched bytes; ``kernel_sha256`` follows the kernel file."""
+    path = stock.kernel_path if path is None else path
+    if path not in stock.files:
+        raise UsageError(f"patch: {path!r} is not in the {stock.name} side's pinned set")
     files = dict(stock.files)
-    files[stock.kernel_path] = kernel_sha
+    files[path] = sha256_hex(patched_file)
     return replace(
-        stock, name=name, kernel_sha256=kernel_sha, files=files,
-        patch_file_sha256=sha256_hex(patch_bytes),
+        stock, name=name, kernel_sha256=files[stock.kernel_path], files=files,
+        patch_file_sha256=sha256_hex(patch_bytes), patch_path=path,
     )
 
 
+def apply_side_patch(side: Side, tree: Path, patch_bytes: bytes) -> tuple[str, bytes]:
+    """The file of ``side``'s verified ``tree`` the diff changes (:func:`patch_target`) and
+    its bytes after applying the diff exactly (:func:`apply_patch`)."""
+    path = patch_target(patch_bytes, side.files, kernel_path=side.kernel_path,
+                        what=f"the {side.name} side")
+    original = read_regular_file(tree / path, f"{side.name} file {path}", 1 << 30,
+                                 follow_link=False)
+    if sha256_hex(original) != side.files[path]:  # re-read after verification
+        raise EvidenceDriftError(f"{side.name} file {path}", side.files[path],
+                                 sha256_hex(original))
+    return path, apply_patch(original, patch_bytes, path)
+
+
 def patched_side(side: Side, tree: Path, patch_bytes: bytes, *, cache: Path) -> tuple[Side, Path]:
-    """``side`` with a unified diff applied exactly to its kernel: the side and its tree."""
-    kernel = (tree / side.kernel_path).read_bytes()
-    if sha256_hex(kernel) != side.kernel_sha256:  # re-read after verification
-        raise EvidenceDriftError(f"{side.name} kernel", side.kernel_sha256, sha256_hex(kernel))
-    patched = apply_patch(kernel, patch_bytes, side.kernel_path)
-    result = candidate(side, patched, patch_bytes, name=side.name)
-    return result, build_candidate_tree(result, tree, patched, cache / "trees")
+    """``side`` with a unified diff applied exactly to one of its pinned files (the kernel
+    file or any other): the side and its tree."""
+    path, patched = apply_side_patch(side, tree, patch_bytes)
+    result = candidate(side, patched, patch_bytes, name=side.name, path=path)
+    return result, build_candidate_tree(result, tree, patched, cache / "trees", path=path)
 
 
 # --- cache and fetch --------------------------------------------------------------------------
@@ -485,8 +561,10 @@ def write_tree(side: Side, read: Callable[[str], bytes], trees: Path) -> Path:
 
 
 def build_candidate_tree(side: Side, stock_tree: Path, patched_kernel: bytes,
-                         trees: Path) -> Path:
-    """Materialize a candidate's tree: a copy of the verified stock tree, kernel replaced."""
+                         trees: Path, *, path: str | None = None) -> Path:
+    """Materialize a candidate's tree: a copy of the verified stock tree with the patched
+    file (``path``, default the kernel file) replaced; published only once it holds exactly
+    ``side.files`` (the patched file's new sha256 included)."""
     final = trees / side.digest
     if final.exists():
         return verify_tree(side, final)
@@ -495,7 +573,9 @@ def build_candidate_tree(side: Side, stock_tree: Path, patched_kernel: bytes,
     try:
         shutil.rmtree(tmp)
         shutil.copytree(stock_tree, tmp)
-        (tmp / side.kernel_path).write_bytes(patched_kernel)
+        target = tmp / (side.kernel_path if path is None else path)
+        target.unlink()  # a fresh file: never written through a hard link into the stock tree
+        target.write_bytes(patched_kernel)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -523,16 +603,14 @@ def resolve_tree(side: Side, *, cache: Path, sources: Path | None = None) -> Pat
 
 def user_candidate(pins: Pins, patch_file: Path, *, cache: Path,
                    sources: Path | None = None) -> tuple[Side, Path]:
-    """Stock plus a user's patch file: the candidate side and its verified tree."""
+    """Stock plus a user's patch file (a diff of one file of stock's pinned set): the
+    candidate side and its verified tree."""
     stock = pins.side("stock")
     stock_tree = resolve_tree(stock, cache=cache, sources=sources)
     patch_bytes = read_regular_file(patch_file, "patch", MAX_PATCH_BYTES)
-    kernel = (stock_tree / stock.kernel_path).read_bytes()
-    if sha256_hex(kernel) != stock.kernel_sha256:  # re-read after verification
-        raise EvidenceDriftError("stock kernel", stock.kernel_sha256, sha256_hex(kernel))
-    patched = apply_patch(kernel, patch_bytes, stock.kernel_path)
-    side = candidate(stock, patched, patch_bytes)
-    return side, build_candidate_tree(side, stock_tree, patched, cache / "trees")
+    path, patched = apply_side_patch(stock, stock_tree, patch_bytes)
+    side = candidate(stock, patched, patch_bytes, path=path)
+    return side, build_candidate_tree(side, stock_tree, patched, cache / "trees", path=path)
 
 
 def export_trees(sides: Iterable[Side], trees: Mapping[str, Path], dest: Path) -> list[Path]:

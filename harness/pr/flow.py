@@ -180,10 +180,11 @@ _HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 def check_patch_shape(data: bytes) -> None:
-    """Refuse (exit 2) a diff that cannot be a change to the kernel file, before anything
+    """Refuse (exit 2) a diff that cannot be a change to one pinned file, before anything
     is pinned or downloaded: it must be a unified diff of exactly one file whose hunks are
     whole (every hunk's lines as many as its header says, each starting with ' ', '-' or
-    '+'). Whether it applies to the base's kernel is checked once the base is pinned."""
+    '+'). Whether that file is in the base's pinned set and the diff applies to it is checked
+    once the base is pinned (``sources.patch_target``, ``sources.apply_patch``)."""
     kernel = families.get().kernel_path
     lines = data.splitlines()
     files: list[str] = []
@@ -228,12 +229,14 @@ def check_patch_shape(data: bytes) -> None:
     if len(files) > 1:
         named = ", ".join(printable(f) for f in dict.fromkeys(files))
         raise UsageError(f"patch: it changes {len(files)} files ({named}); 'pr --patch' gates "
-                         f"one file, the kernel {kernel}: give a diff of that file alone "
+                         "a diff of exactly one file of the base's pinned set (the pin file's "
+                         f"'files': vLLM's kernel {kernel}, or any other pinned file, such as "
+                         "one of FlashInfer's CUDA headers): give a diff of that file alone "
                          f"(in the changed vLLM checkout: git diff -- {kernel}), or the whole "
                          "change as --change TREE")
     if not hunks:
-        raise UsageError("patch: no hunks found (expected a unified diff of the kernel file "
-                         f"{kernel})")
+        raise UsageError("patch: no hunks found (expected a unified diff of one pinned file, "
+                         f"such as the kernel file {kernel})")
 
 
 def check_change_spec(spec: str) -> None:

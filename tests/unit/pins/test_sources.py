@@ -97,7 +97,7 @@ def test_apply_patch_refuses_fuzz():
 
 def test_apply_patch_refuses_another_file_and_empty_diffs():
     diff = sources.kernel_diff(OLD, NEW, "other/file.py")
-    with pytest.raises(UsageError, match="not the kernel file"):
+    with pytest.raises(UsageError, match="it changes 'a/other/file.py', not"):
         sources.apply_patch(OLD, diff, PATH)
     with pytest.raises(UsageError, match="no hunks"):
         sources.apply_patch(OLD, b"just text\n", PATH)
