@@ -129,3 +129,31 @@ def test_small_enough_for_one_run_on_one_h200():
     assert sum(b * v for _, b, v in cases) < 12_000_000  # about 7 MiB of inputs, compressed
     assert manifest.limits["max_bundle_bytes"] <= 16 << 20
     assert manifest.limits["child_timeout_s"] >= 300  # FlashInfer's JIT build, first child
+
+
+def test_air_top_p_rows_keep_p_away_from_float32_summation_noise():
+    """top_p_renorm_probs as SGLang calls it (is_deterministic false) adds probabilities in
+    float32 atomics in no fixed order on its AIR path (vocabulary >= 2048): every such row
+    keeps float32(p) at least 1e-4 of the row's binary64 mass from each canonical prefix
+    sum, so an unchanged kernel cannot move its boundary between two runs."""
+    import numpy as np
+
+    from harness.capture.cases import build_case
+    from harness.core.f32 import to_float32
+
+    manifest = load_manifest(FROZEN)
+    checked = 0
+    for case in manifest.cases:
+        if _paths(manifest)[case["id"]] != flashinfer.TOP_P_RENORM or int(case["vocab"]) < 2048:
+            continue
+        rows = np.frombuffer(build_case(case).logits, dtype="<f4").reshape(
+            -1, int(case["vocab"])).astype(np.float64)
+        for row, (p, _) in zip(rows, traffic_sampling(case), strict=True):
+            finite = row[np.isfinite(row)]
+            weights = np.sort(np.exp(finite - finite.max()))[::-1]
+            prefix = np.cumsum(weights) / weights.sum()
+            target = to_float32(float(p))
+            if target < 1.0 and weights[0] / weights.sum() < 1.0:
+                assert np.min(np.abs(prefix - target)) >= 1e-4, (case["id"], p)
+            checked += 1
+    assert checked >= 14
