@@ -19,6 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "catalogue (--catalogue; topp-gate/mutants/v1: the split top-p pipeline; "
         "topp-gate/mutants/v2, the default: v1 plus the monolithic kernel and the dispatch; "
         "topp-gate/mutants/pytorch-v1: vLLM's PyTorch path, family vllm-pytorch; "
+        "topp-gate/mutants/flashinfer-v1: FlashInfer 0.7.2.post1's CUDA headers "
+        "sampling.cuh and topk.cuh, family flashinfer; "
         "comparison flips, off-by-one, dropped clauses, search constants, precision), "
         "each a unified diff frozen into its own manifest by "
         "'manifest new'; run the gate on the base and every mutant (several at once), "
@@ -34,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto")
     parser.add_argument("--patch", type=Path, default=None, metavar="DIFF",
                         help="the change under review on the patched side (frozen in the "
-                        "manifest); mutants are of the kernel with it applied")
+                        "manifest); mutants are of the file it changes with it applied")
     parser.add_argument("--sources", type=Path, default=None, metavar="DIR")
     parser.add_argument("--cache", type=Path, default=None, metavar="DIR")
     parser.add_argument("--jobs", type=int, default=2, help="gate runs at once (default 2)")
@@ -52,8 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "'topp-gate pr' reuses one)")
     parser.add_argument("--catalogue", default=None, metavar="ID",
                         help="the mutant catalogue, recorded in the summary (default: "
-                        "topp-gate/mutants/v2; also topp-gate/mutants/v1, and "
-                        "topp-gate/mutants/pytorch-v1 for vLLM's PyTorch path)")
+                        "topp-gate/mutants/v2; also topp-gate/mutants/v1, "
+                        "topp-gate/mutants/pytorch-v1 for vLLM's PyTorch path and "
+                        "topp-gate/mutants/flashinfer-v1 for FlashInfer's CUDA headers)")
     parser.add_argument("--list", action="store_true",
                         help="print the chosen catalogue (id, kind, what, target, principle; "
                         "tab-separated) and exit")
@@ -67,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
     catalogue_id = CATALOGUE_ID if args.catalogue is None else args.catalogue
     entries = catalogue(None, catalogue_id)  # an unknown id: exit 2, one line
     if args.list:
-        print(f"# {catalogue_id}: {len(entries)} mutants")
+        own = sorted({m.path for m in entries if m.path})  # entries naming their own file
+        print(f"# {catalogue_id}: {len(entries)} mutants"
+              + (f" of {', '.join(own)}" if own else ""))
         for m in entries:
             print("\t".join((m.id, m.kind, m.what, m.target or "-", m.principle or "-")))
         return EXIT_OK

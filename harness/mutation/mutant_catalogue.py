@@ -24,10 +24,23 @@ mutant's id, kind, description and diff to it); a change is a new id.
     entry names target and principle; the two ``apply_top_k_only`` entries and the entries
     argued likely equivalent say so in their principle, never dropped.
 
-Each catalogue mutates one file, :data:`KERNEL_PATHS` (``topp-gate mutate`` refuses a
-manifest whose patched side pins another). Every entry names one line by its exact text
-(and which of several equal lines), so a mutant either applies exactly or is refused
-(:func:`harness.mutation.mutate.mutate`).
+``topp-gate/mutants/flashinfer-v1``
+    21 one-line mutations of FlashInfer 0.7.2.post1's CUDA headers (family ``flashinfer``,
+    issue 39): ``include/flashinfer/sampling.cuh`` (top-k and top-p sampling's pivot
+    acceptance, top-p renorm's ternary search, keep predicate, fast path and normalizer) and
+    ``include/flashinfer/topk.cuh`` (the radix select behind top-k renorm, top-k mask and so
+    top-k-top-p sampling: k counts, the suffix sum, keep predicates, the multi-CTA histogram
+    reset, the single- or multi-CTA choice, precision). Each entry names its file
+    (``path``), target and principle; entries argued equivalent say so. Not yet run on a GPU:
+    compiled by ``scripts/device_fi_mutants_build.sh`` on the device machine.
+
+:data:`KERNEL_PATHS` names each catalogue's kernel file: the patched side must pin it
+(``topp-gate mutate`` refuses a manifest whose patched side pins another, naming the
+catalogue that fits). An entry mutates that file, or the pinned file its ``path`` names
+(:func:`mutation_path`). Every entry names one line by its exact text (and which of several
+equal lines), so a mutant either applies exactly or is refused
+(:func:`harness.mutation.mutate.mutate`); every entry of flashinfer-v1 names a line that
+occurs exactly once in its file.
 """
 
 from __future__ import annotations
@@ -44,7 +57,9 @@ class Mutation:
     """Replace ``old`` by ``new`` on the line(s) holding ``old``: the ``occurrence``-th such
     line (1-based), or every one (``occurrence=0``). ``target``: the kernel function and
     branch the line belongs to; ``principle``: what a gate that kills it has shown it
-    checks (empty for v1's entries, which predate both fields)."""
+    checks (empty for v1's entries, which predate both fields); ``path``: the file of the
+    side's pinned set it mutates (issue 39; empty: the catalogue's kernel file,
+    :data:`KERNEL_PATHS`)."""
 
     id: str
     kind: str
@@ -54,14 +69,19 @@ class Mutation:
     occurrence: int = 1
     target: str = ""
     principle: str = ""
+    path: str = ""  # the pinned file it mutates; empty: the catalogue's (KERNEL_PATHS)
 
 
 V1_ID = "topp-gate/mutants/v1"
 V2_ID = "topp-gate/mutants/v2"
 PYTORCH_V1_ID = "topp-gate/mutants/pytorch-v1"
+FLASHINFER_V1_ID = "topp-gate/mutants/flashinfer-v1"
 DEFAULT_ID = V2_ID
 TRITON_PATH = "vllm/v1/sample/ops/topk_topp_triton.py"
 SAMPLER_PATH = "vllm/v1/sample/ops/topk_topp_sampler.py"
+FLASHINFER_PATH = "flashinfer/sampling.py"  # the family's kernel file (what the side pins)
+FI_SAMPLING_CUH = "flashinfer/data/include/flashinfer/sampling.cuh"
+FI_TOPK_CUH = "flashinfer/data/include/flashinfer/topk.cuh"
 
 _F16 = ".to(tl.float16).to(tl.float32)"
 
@@ -506,8 +526,212 @@ PYTORCH_V1: tuple[Mutation, ...] = (
         principle=_UNREACHED),
 )
 
+# --- topp-gate/mutants/flashinfer-v1: FlashInfer 0.7.2.post1's CUDA headers (issue 39) -----
+# The paths vLLM 0.33.0 and SGLang call (harness.families.flashinfer): top_p_sampling_from_probs
+# (TopPSamplingFromProbKernel), top_k_sampling_from_probs (TopKSamplingFromProbKernel),
+# top_k_top_p_sampling_from_logits (top_k_mask_logits, then a softmax, then top-p sampling: the
+# child passes indices, so FlashInfer's fast path is never taken), top_p_renorm_probs
+# (TopPRenormProbKernel below 2048 tokens, air_top_p.cuh above), top_k_renorm_probs and
+# top_k_mask_logits (topk.cuh's radix select, single-CTA when a row fits one CTA's shared
+# memory, else multi-CTA: about 57K float32 entries a CTA on an H100 or H200).
+
+_TOPK_SAMPLE = "sampling.cuh TopKSamplingFromProbKernel"
+_TOPP_SAMPLE = "sampling.cuh TopPSamplingFromProbKernel"
+_TOPP_RENORM = "sampling.cuh TopPRenormProbKernel"
+_RADIX = "topk.cuh RadixSelectFromSharedMemory"
+_MASK = "topk.cuh RadixTopKMaskLogitsKernel_MultiCTA"
+_RENORM_K = "topk.cuh RadixTopKRenormProbKernel_MultiCTA"
+_RENORM_KEEP = ("data_vec[j] = (data_vec[j] >= pivot) ? DType(float(data_vec[j]) * "
+                "normalizer) : DType(0);")
+_MULTI_CTA = ("killed only where a row needs several CTAs (vocabulary above one CTA's shared "
+              "memory, about 57K float32 tokens on an H100 or H200: 128256, 151936, 262144)")
+_VALUES_ONLY = ("the gate judges which tokens a renorm keeps (output probability nonzero), not "
+                "the renormalized values, so a change of values alone is equivalent for it: "
+                "expected to survive, kept to say so")
+
+FLASHINFER_V1: tuple[Mutation, ...] = (
+    # sampling.cuh: top-k and top-p sampling (rejection sampling with two pivots a round)
+    Mutation(
+        "fi-topk-samp-accept-le", "comparison",
+        "top-k sampling accepts a pivot with k tokens above it",
+        "if (aggregate_gt_pivot_0.count < k) {", "if (aggregate_gt_pivot_0.count <= k) {",
+        target=f"{_TOPK_SAMPLE}: pivot acceptance (case 1)", path=FI_SAMPLING_CUH,
+        principle="a drawn token is accepted only when fewer than k tokens lie strictly "
+        "above it; accepting it with k above draws the (k+1)-th token, outside the top-k "
+        "support (k = 1 draws a token below the maximum)"),
+    Mutation(
+        "fi-topp-samp-accept-le", "comparison",
+        "top-p sampling accepts a pivot whose mass above equals p",
+        "if (aggregate_gt_pivot_0 < top_p) {", "if (aggregate_gt_pivot_0 <= top_p) {",
+        target=f"{_TOPP_SAMPLE}: pivot acceptance (case 1)", path=FI_SAMPLING_CUH,
+        principle="the nucleus is the smallest set whose mass reaches p: a token whose mass "
+        "strictly above equals p exactly lies outside it. Differs only where the float32 mass "
+        "above a drawn token equals p exactly (dyadic rows): may survive on a matrix without "
+        "them"),
+    Mutation(
+        "fi-topp-samp-row-index", "off-by-one",
+        "top-p sampling reads p at the output index, not the row's",
+        "float top_p = (top_p_arr == nullptr) ? top_p_val : top_p_arr[row_idx];",
+        "float top_p = (top_p_arr == nullptr) ? top_p_val : top_p_arr[bx];",
+        target=f"{_TOPP_SAMPLE}: per-row top-p", path=FI_SAMPLING_CUH,
+        principle="each output draws with the top-p of its input row (indices[bx]); the child "
+        "draws 64 outputs per row through indices, so outputs past the batch read p past the "
+        "array and rows with different p swap theirs"),
+    # sampling.cuh: top-p renorm (ternary search for the nucleus boundary, vocabulary < 2048)
+    Mutation(
+        "fi-topp-renorm-low-gt", "comparison",
+        "top-p renorm raises low only when the mass above pivot_1 exceeds p",
+        "if (aggregate_gt_pivot_1 >= p) {", "if (aggregate_gt_pivot_1 > p) {",
+        target=f"{_TOPP_RENORM}: search step", path=FI_SAMPLING_CUH,
+        principle="mass exactly p above a pivot still holds the nucleus; with '>' the search "
+        "can end below the boundary and keep one token too many where a mass equals p "
+        "exactly (dyadic rows; may survive without them)"),
+    Mutation(
+        "fi-topp-renorm-mid-gt", "comparison",
+        "top-p renorm moves to pivot_0 only when the mass above it exceeds p",
+        "} else if (aggregate_gt_pivot_0 >= p) {", "} else if (aggregate_gt_pivot_0 > p) {",
+        target=f"{_TOPP_RENORM}: search step", path=FI_SAMPLING_CUH,
+        principle="as fi-topp-renorm-low-gt for the lower pivot; the else branch then lowers "
+        "high below a boundary that held exactly p"),
+    Mutation(
+        "fi-topp-renorm-keep-ge", "comparison", "top-p renorm keeps probabilities >= low",
+        "probs_vec[j] = (probs_vec[j] > low) ? probs_vec[j] * normalizer : 0;",
+        "probs_vec[j] = (probs_vec[j] >= low) ? probs_vec[j] * normalizer : 0;",
+        target=f"{_TOPP_RENORM}: final keep predicate", path=FI_SAMPLING_CUH,
+        principle="the boundary low is excluded: where the search never raises low (p near "
+        "1) every zero-probability token (grammar-masked, or underflowed beside a forced "
+        "token) is kept with renormalized probability 0 * normalizer = 0, so the kept set "
+        "(nonzero) is unchanged; it differs where low lands exactly on a token's probability"
+        ", rare: may survive"),
+    Mutation(
+        "fi-topp-renorm-fastpath-gt", "constant", "top-p renorm's p >= 1 fast path only above 1",
+        "if (p >= 1.0f) {", "if (p > 1.0f) {",
+        target=f"{_TOPP_RENORM}: p = 1 fast path", path=FI_SAMPLING_CUH,
+        principle="p = 1 keeps every token of nonzero probability. Argued likely equivalent: "
+        "the search with p = 1 keeps the same set unless the float32 mass above a pivot "
+        "rounds to 1 or more, where it drops the smallest tokens"),
+    Mutation(
+        "fi-topp-renorm-norm-1", "constant", "top-p renorm's normalizer floor 1 instead of 1e-8",
+        "float normalizer = math::ptx_rcp(max(sum_low, 1e-8));",
+        "float normalizer = math::ptx_rcp(max(sum_low, 1.0));",
+        target=f"{_TOPP_RENORM}: normalizer", path=FI_SAMPLING_CUH,
+        principle="the kept probabilities are not renormalized (sum_low <= 1). Equivalent for "
+        "this gate: " + _VALUES_ONLY),
+    # topk.cuh: the radix select behind top-k mask, top-k renorm and top-k-top-p sampling
+    Mutation(
+        "fi-radix-k-plus-1", "off-by-one", "the radix select finds the (k+1)-th value",
+        "remaining_k_cache = k;", "remaining_k_cache = k + 1;",
+        target=f"{_RADIX}: k count", path=FI_TOPK_CUH,
+        principle="the pivot is the k-th largest value: the (k+1)-th keeps one token more "
+        "(a whole tie group more) on every top-k row with k < V"),
+    Mutation(
+        "fi-radix-remaining-k-plus-1", "off-by-one",
+        "each radix round carries one more remaining k",
+        "remaining_k_cache = found_remaining_k;", "remaining_k_cache = found_remaining_k + 1;",
+        target=f"{_RADIX}: remaining k between rounds", path=FI_TOPK_CUH,
+        principle="after each byte, k minus the count strictly above the chosen bucket: one "
+        "more picks a lower bucket where the k-th and (k+1)-th values share their high bytes "
+        "and differ in a later one (close float32 values), keeping tokens below the k-th"),
+    Mutation(
+        "fi-radix-suffix-half", "constant", "the radix suffix sum stops one doubling early",
+        "for (uint32_t stride = 1; stride < RADIX; stride *= 2) {",
+        "for (uint32_t stride = 1; stride < RADIX / 2; stride *= 2) {",
+        target="topk.cuh RadixSuffixSum: search steps", path=FI_TOPK_CUH,
+        principle="a bucket's count of values at or above it must sum all 256 buckets above "
+        "it; 7 doublings sum only 128, so where a row's values span more than 128 buckets of "
+        "a byte (mixed-sign logits in the first byte) the threshold bucket is wrong"),
+    Mutation(
+        "fi-radix-gt-count-ge", "comparison", "the radix select counts values >= the pivot",
+        "if (ordered > ordered_pivot) {", "if (ordered >= ordered_pivot) {",
+        target=f"{_RADIX}: count above the pivot", path=FI_TOPK_CUH,
+        principle="argued equivalent on the gated paths: top-k mask and top-k renorm pass "
+        "this count to a variable they never read (local_gt_count, 'not used in this "
+        "kernel'); only FlashInfer's top_k index kernels use it. Expected to survive, kept to "
+        "say so"),
+    Mutation(
+        "fi-mask-keep-gt", "comparison", "top-k mask keeps logits > the k-th value",
+        "logits_vec[j] = (logits_vec[j] >= pivot) ? logits_vec[j] : neg_inf;",
+        "logits_vec[j] = (logits_vec[j] > pivot) ? logits_vec[j] : neg_inf;",
+        target=f"{_MASK}: keep predicate", path=FI_TOPK_CUH,
+        principle="the k-th value itself is kept: '>' keeps k - 1 tokens (none for k = 1) on "
+        "top-k mask and on top-k-top-p sampling, which masks first"),
+    Mutation(
+        "fi-renorm-keep-gt", "comparison", "top-k renorm keeps probabilities > the k-th",
+        _RENORM_KEEP, _RENORM_KEEP.replace("(data_vec[j] >= pivot)", "(data_vec[j] > pivot)"),
+        target=f"{_RENORM_K}: keep predicate", path=FI_TOPK_CUH,
+        principle="the k-th probability itself is kept: '>' keeps k - 1 tokens"),
+    Mutation(
+        "fi-renorm-sum-gt", "comparison",
+        "top-k renorm's normalizer sums probabilities > the k-th",
+        "if (data_vec[j] >= pivot) {", "if (data_vec[j] > pivot) {",
+        target=f"{_RENORM_K}: normalizer sum", path=FI_TOPK_CUH,
+        principle="the sum leaves out the k-th probability, so the kept values are too "
+        "large; the kept set is the same. Equivalent for this gate: " + _VALUES_ONLY),
+    Mutation(
+        "fi-renorm-fp16-values", "precision", "top-k renorm's kept values rounded to float16",
+        _RENORM_KEEP, _RENORM_KEEP.replace(
+            "DType(float(data_vec[j]) * normalizer)",
+            "DType(__half2float(__float2half(float(data_vec[j]) * normalizer)))"),
+        target=f"{_RENORM_K}: output precision", path=FI_TOPK_CUH,
+        principle="float16 flushes a renormalized probability below 2^-25 to 0, which drops "
+        "a kept token (kept = nonzero): killed where k keeps tokens that small (large k on "
+        "a peaked 128K row); elsewhere the values change only, which the gate does not judge"),
+    Mutation(
+        "fi-hist-reset-skip-first", "dropped-clause",
+        "the multi-CTA reset leaves the first histogram buffer uncleared",
+        "for (uint32_t buf = 0; buf < 3; ++buf) {", "for (uint32_t buf = 1; buf < 3; ++buf) {",
+        target="topk.cuh RadixGroupResetStateLastCTA: histogram reset", path=FI_TOPK_CUH,
+        principle="the next launch's first radix round adds into buffer 0, which no CTA "
+        "clears before it (each round clears only the next round's buffer): the last round "
+        "of a launch leaves counts there, so the next multi-CTA call on the device finds a "
+        "wrong threshold (the class of bug FlashInfer PR #2325 fixed). The child runs its "
+        "cases one after another in one process: " + _MULTI_CTA),
+    Mutation(
+        "fi-hist-reset-two-buffers", "off-by-one",
+        "the multi-CTA reset clears two of the three histogram buffers",
+        "for (uint32_t buf = 0; buf < 3; ++buf) {", "for (uint32_t buf = 0; buf < 2; ++buf) {",
+        target="topk.cuh RadixGroupResetStateLastCTA: histogram reset", path=FI_TOPK_CUH,
+        principle="argued likely equivalent: a launch starts in buffer 0 and each round "
+        "clears the next round's buffer before the barrier, so buffer 2 is cleared in-launch "
+        "before its first use; kept to show the reset's one load-bearing buffer"),
+    Mutation(
+        "fi-mask-multi-as-single", "constant",
+        "top-k mask launches the single-CTA kernel for a multi-CTA row",
+        "RadixTopKMaskLogitsKernel_MultiCTA<BLOCK_THREADS, VEC_SIZE, false, DType, IdType>;",
+        "RadixTopKMaskLogitsKernel_MultiCTA<BLOCK_THREADS, VEC_SIZE, true, DType, IdType>;",
+        target="topk.cuh RadixTopKMaskLogitsMultiCTA: single- or multi-CTA choice",
+        path=FI_TOPK_CUH,
+        principle="a row split over several CTAs needs their histograms summed: each CTA "
+        "then selects the top k of its own chunk, keeping up to k per chunk; " + _MULTI_CTA),
+    Mutation(
+        "fi-mask-single-as-multi", "constant",
+        "top-k mask launches the multi-CTA kernel for a one-CTA row",
+        "RadixTopKMaskLogitsKernel_MultiCTA<BLOCK_THREADS, VEC_SIZE, true, DType, IdType>;",
+        "RadixTopKMaskLogitsKernel_MultiCTA<BLOCK_THREADS, VEC_SIZE, false, DType, IdType>;",
+        target="topk.cuh RadixTopKMaskLogitsMultiCTA: single- or multi-CTA choice",
+        path=FI_TOPK_CUH,
+        principle="argued likely equivalent: the multi-CTA kernel with one CTA a group sums "
+        "one histogram through the row state and passes its barrier alone; it selects the "
+        "same pivot (a failure would be a hang or a crash, not a wrong set)"),
+    Mutation(
+        "fi-renorm-path-swapped", "comparison",
+        "top-k renorm takes the multi-CTA kernel exactly when one CTA suffices",
+        "if (!single_cta) {", "if (single_cta) {",
+        target="topk.cuh RadixTopKRenormProbMultiCTA: single- or multi-CTA choice",
+        path=FI_TOPK_CUH,
+        principle="the choice must follow the row's CTA count: swapped, a multi-CTA row runs "
+        "the single-CTA kernel (top k per chunk); " + _MULTI_CTA),
+)
+
 CATALOGUES: Mapping[str, tuple[Mutation, ...]] = MappingProxyType(
-    {V1_ID: V1, V2_ID: V2, PYTORCH_V1_ID: PYTORCH_V1})
-# the one file each catalogue mutates (the patched side's pinned kernel file)
+    {V1_ID: V1, V2_ID: V2, PYTORCH_V1_ID: PYTORCH_V1, FLASHINFER_V1_ID: FLASHINFER_V1})
+# each catalogue's kernel file: the patched side must pin it (its family's kernel_path); an
+# entry mutates it unless its ``path`` names another file of the pinned set
 KERNEL_PATHS: Mapping[str, str] = MappingProxyType(
-    {V1_ID: TRITON_PATH, V2_ID: TRITON_PATH, PYTORCH_V1_ID: SAMPLER_PATH})
+    {V1_ID: TRITON_PATH, V2_ID: TRITON_PATH, PYTORCH_V1_ID: SAMPLER_PATH,
+     FLASHINFER_V1_ID: FLASHINFER_PATH})
+
+
+def mutation_path(catalogue_id: str, mutation: Mutation) -> str:
+    """The pinned file ``mutation`` of catalogue ``catalogue_id`` mutates."""
+    return mutation.path or KERNEL_PATHS[catalogue_id]

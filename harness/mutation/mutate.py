@@ -32,8 +32,11 @@ precision changes) are immutable by id: ``topp-gate/mutants/v1`` targets vLLM 0.
 top-p pipeline (``_topp_sb_*`` kernels); ``topp-gate/mutants/v2`` (the default) adds the
 monolithic kernel ``_topk_topp_kernel`` and the dispatch, each entry naming its target and
 principle; ``topp-gate/mutants/pytorch-v1`` mutates vLLM's PyTorch path
-(``topk_topp_sampler.py``, family ``vllm-pytorch``). Each catalogue mutates the one file
-``KERNEL_PATHS`` names, which must be the patched side's pinned kernel file. Each entry
+(``topk_topp_sampler.py``, family ``vllm-pytorch``); ``topp-gate/mutants/flashinfer-v1``
+FlashInfer 0.7.2.post1's CUDA headers (family ``flashinfer``, issue 39). ``KERNEL_PATHS``
+names each catalogue's kernel file, which must be the patched side's pinned kernel file; an
+entry mutates that file or the pinned file its ``path`` names (each mutant is a diff of one
+file of the pinned set, frozen with that file's path and hash). Each entry
 names one line by its exact text (and which of several equal lines), so a mutant either
 applies exactly or is refused; the summary records the catalogue id. Every
 mutant keeps the module importable (``ast`` parses it before it is written); a mutant Triton
@@ -62,7 +65,14 @@ from ..core.digest import sha256_hex
 from ..core.errors import UsageError
 from ..core.keys import keyid
 from ..core.manifest import load_manifest
-from .mutant_catalogue import CATALOGUES, DEFAULT_ID, KERNEL_PATHS, TRITON_PATH, Mutation
+from .mutant_catalogue import (
+    CATALOGUES,
+    DEFAULT_ID,
+    KERNEL_PATHS,
+    TRITON_PATH,
+    Mutation,
+    mutation_path,
+)
 from .mutant_catalogue import KINDS as KINDS  # re-exported
 from .summary_format import SUMMARY_PAYLOAD_TYPE, SUMMARY_SCHEMA
 
@@ -91,9 +101,12 @@ def catalogue(only: Sequence[str] | None = None,
     return [known[name] for name in only]
 
 
-def mutate(kernel: bytes, mutation: Mutation) -> bytes:
-    """The kernel with ``mutation`` applied to exactly the line(s) it names; refused when the
-    line is not there (another release), or when the result does not parse as Python."""
+def mutate(kernel: bytes, mutation: Mutation, path: str = ".py") -> bytes:
+    """The file with ``mutation`` applied to exactly the line(s) it names; refused when the
+    line is not there (another release), or, for a Python file (``path``), when the result
+    does not parse. A CUDA header is not parsed here (no nvcc): each such entry is one
+    syntactically trivial replacement, compiled on the device machine
+    (``scripts/device_fi_mutants_build.sh``)."""
     lines = kernel.decode("utf-8").splitlines(keepends=True)
     hits = [i for i, line in enumerate(lines) if mutation.old in line]
     if mutation.occurrence > len(hits) or not hits:
@@ -103,10 +116,11 @@ def mutate(kernel: bytes, mutation: Mutation) -> bytes:
     for i in targets:
         lines[i] = lines[i].replace(mutation.old, mutation.new, 1)
     text = "".join(lines)
-    try:
-        ast.parse(text)
-    except SyntaxError as err:
-        raise UsageError(f"mutant {mutation.id} does not parse: {err.msg}") from None
+    if path.endswith(".py"):
+        try:
+            ast.parse(text)
+        except SyntaxError as err:
+            raise UsageError(f"mutant {mutation.id} does not parse: {err.msg}") from None
     return text.encode("utf-8")
 
 
@@ -117,7 +131,7 @@ def mutant_diff(pinned: bytes, base: bytes, mutation: Mutation,
     re-applied with the strict applier to prove it gives exactly those bytes."""
     from ..pins.sources import apply_patch, kernel_diff
 
-    mutated = mutate(base, mutation)
+    mutated = mutate(base, mutation, kernel_path)
     diff = kernel_diff(pinned, mutated, kernel_path)
     if apply_patch(pinned, diff, kernel_path) != mutated:
         raise UsageError(f"mutant {mutation.id}: its diff does not reproduce it")
@@ -149,25 +163,40 @@ def _python() -> list[str]:
     return [sys.executable, "-m", "harness"]
 
 
-def _kernel_bytes(options: Options) -> tuple[bytes, bytes, Any]:
-    """(pinned kernel, kernel under review) of the manifest's patched side."""
+def _kernel_bytes(options: Options) -> tuple[Callable[[str], tuple[bytes, bytes]], Any]:
+    """For the manifest's patched side: a function from a pinned file's path to (the pinned
+    file, the file under review: with the PR's patch when it changes that file), and the
+    manifest. A mutant's diff is of one file, so a mutant of another file than the one the
+    PR's patch changes is refused."""
     from ..pins.pinned_sides import pinned_side
-    from ..pins.sources import apply_patch, cache_root, resolve_tree
+    from ..pins.sources import apply_side_patch, cache_root, resolve_tree
 
     manifest = load_manifest(options.manifest)
     side = pinned_side(manifest, "patched")
     tree = resolve_tree(side, cache=cache_root(options.cache), sources=options.sources)
-    pinned = (tree / side.kernel_path).read_bytes()
     path = KERNEL_PATHS[options.catalogue]
     if side.kernel_path != path:
         fits = [c for c, p in KERNEL_PATHS.items() if p == side.kernel_path]
         raise UsageError(f"the catalogue {options.catalogue} mutates {path}, not "
                          f"{side.kernel_path}"
                          + (f" (use --catalogue {fits[-1]})" if fits else ""))
-    base = pinned
+    reviewed: tuple[str, bytes] | None = None
     if options.patch is not None:
-        base = apply_patch(pinned, options.patch.read_bytes(), path)
-    return pinned, base, manifest
+        reviewed = apply_side_patch(side, tree, options.patch.read_bytes())
+
+    def files(rel: str) -> tuple[bytes, bytes]:
+        if rel not in side.files:
+            raise UsageError(f"a mutant of {rel}: not a file of the patched side's pinned set")
+        pinned = (tree / rel).read_bytes()
+        if reviewed is None:
+            return pinned, pinned
+        if reviewed[0] != rel:
+            raise UsageError(f"the patch under review changes {reviewed[0]}; a mutant of "
+                             f"{rel} would make a diff of two files (use --only with "
+                             f"mutants of {reviewed[0]})")
+        return pinned, reviewed[1]
+
+    return files, manifest
 
 
 def _mutant_manifest(manifest: Any, diff_path: Path, out: Path, options: Options) -> Path:
@@ -288,7 +317,7 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
     mutations = catalogue(options.only, options.catalogue)  # refused before any work
     # the key's public half now; the key itself again only once every run has ended
     public_key = load_private_key(options.key).public_key()
-    pinned, base, manifest = _kernel_bytes(options)
+    files, manifest = _kernel_bytes(options)
     if manifest.rules != "regression/v1":
         say(f"note: {manifest.name} is judged by {manifest.rules}, not regression/v1")
     for sub in ("mutants", "manifests", "bundles", "logs"):
@@ -297,7 +326,9 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
     jobs: list[tuple[str, Path, Path | None, Mutation | None]] = [
         ("base", options.manifest, options.patch, None)]
     for mutation in mutations:
-        diff = mutant_diff(pinned, base, mutation, KERNEL_PATHS[options.catalogue])
+        path = mutation_path(options.catalogue, mutation)
+        pinned, base = files(path)
+        diff = mutant_diff(pinned, base, mutation, path)
         diff_path = options.out / "mutants" / f"{mutation.id}.diff"
         diff_path.write_bytes(diff)
         mpath = _mutant_manifest(manifest, diff_path,

@@ -84,7 +84,8 @@ def test_v2_is_v1_unchanged_then_the_new_entries():
     assert CATALOGUES[V2_ID][:len(V1)] == V1
     assert CATALOGUES[V2_ID][len(V1):] == MONOLITHIC_AND_DISPATCH == V2[len(V1):]
     assert 20 <= len(MONOLITHIC_AND_DISPATCH) <= 28
-    assert set(CATALOGUES) == {V1_ID, V2_ID, PYTORCH_V1_ID} and DEFAULT_ID == V2_ID
+    assert set(CATALOGUES) == {V1_ID, V2_ID, PYTORCH_V1_ID, "topp-gate/mutants/flashinfer-v1"}
+    assert DEFAULT_ID == V2_ID
 
 
 @pytest.mark.parametrize("catalogue_id", [V1_ID, V2_ID, PYTORCH_V1_ID])

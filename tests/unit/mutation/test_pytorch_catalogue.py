@@ -18,6 +18,7 @@ from harness.families.vllm_pytorch import FUNCTIONS, load_functions
 from harness.mutation import mutate as mutate_module
 from harness.mutation.mutant_catalogue import (
     CATALOGUES,
+    FLASHINFER_V1_ID,
     KERNEL_PATHS,
     KINDS,
     PYTORCH_V1,
@@ -41,7 +42,8 @@ SAMPLER_SHA256 = "a8234f8dc8180c7b7d2417d4d04ca4af25bd2761dc93332f7bd2993a19c212
 def test_the_catalogue_is_known_and_names_its_file():
     assert CATALOGUES[PYTORCH_V1_ID] == PYTORCH_V1
     assert catalogue(None, PYTORCH_V1_ID) == list(PYTORCH_V1)
-    assert KERNEL_PATHS == {V1_ID: TRITON_PATH, V2_ID: TRITON_PATH, PYTORCH_V1_ID: SAMPLER_PATH}
+    assert {k: v for k, v in KERNEL_PATHS.items() if k != FLASHINFER_V1_ID} == {
+        V1_ID: TRITON_PATH, V2_ID: TRITON_PATH, PYTORCH_V1_ID: SAMPLER_PATH}
     assert load_pin_file(PIN).data["kernel_path"] == SAMPLER_PATH
 
 
@@ -102,7 +104,7 @@ def test_mutate_refuses_a_catalogue_of_another_file_naming_the_one_that_fits(sam
                        r"not vllm/v1/sample/ops/topk_topp_sampler\.py \(use --catalogue "
                        r"topp-gate/mutants/pytorch-v1\)"):
         _kernel_bytes(options)
-    pinned, base, manifest = _kernel_bytes(Options(manifest=FROZEN, out=tmp_path / "o",
-                                                   key=tmp_path / "k",
-                                                   catalogue=PYTORCH_V1_ID))
+    files, manifest = _kernel_bytes(Options(manifest=FROZEN, out=tmp_path / "o",
+                                            key=tmp_path / "k", catalogue=PYTORCH_V1_ID))
+    pinned, base = files(SAMPLER_PATH)
     assert pinned == base == sampler and manifest.name == "pr-pytorch-v1"
