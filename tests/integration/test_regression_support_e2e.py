@@ -1,0 +1,114 @@
+"""Rule set ``regression-support/v1`` end to end on the CPU (issue 39), where FlashInfer
+cannot run: the test-only sampling family ``torch-sampler`` (tests/assets/families/
+torch_sampler.py: a sampling path that records its draws, as FlashInfer's do, and a mask
+path) through `manifest new`, `run` and `verify` in real kernel children. The unchanged
+kernel against itself PASSes (identical draws); a change that drops top-k before sampling
+STOPs on the sampling rows it changes (drawn outside the allowed set where the base drew
+inside), a verified STOP, and the report tells it in base/change words."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "assets" / "families"))
+import torch_sampler  # noqa: E402  (registers the family "torch-sampler")
+
+from harness.capture.manifest_new import SideSpec, new_manifest  # noqa: E402
+from harness.cli import main  # noqa: E402
+from harness.core.manifest import load_manifest  # noqa: E402
+from harness.pins.pinning import pin  # noqa: E402
+from harness.pins.sources import kernel_diff  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PUB = ROOT / "tests/assets/keys/test-only-signing.pub"
+RULES = "regression-support/v1"
+MATRIX = {
+    "schema": "topp-gate/matrix/v1",
+    "description": "torch-sampler: a sampling path and a mask path (test).",
+    "rules": RULES,
+    "backend": {"required": "interpreter", "interpreter_sm_count": 2},
+    "limits": {"max_vocab": 256, "max_batch": 4, "child_timeout_s": 300,
+               "run_timeout_s": 600, "max_bundle_bytes": 1048576},
+    "cases": [
+        {"id": "sample-v256", "kind": "traffic", "vocab": 256, "batch": 4, "seed": 3,
+         "rows": {"round": "bf16", "temperature": "0.7"},
+         "sampling": [{"k": 1, "p": "0.9"}, {"k": 5, "p": "0.95"}, {"p": "0.5"}, {"k": 20}]},
+        {"id": "mask-v256", "kind": "traffic", "vocab": 256, "batch": 3, "seed": 4,
+         "rows": {"round": "bf16", "temperature": "0.7"},
+         "sampling": [{"k": 3, "p": "0.9"}, {"p": "0.5"}, {"k": 10}],
+         "paths": {"stock": "mask", "patched": "mask"}},
+    ],
+}
+KEEP = b"    in_k = ranks < k.unsqueeze(-1)\n"
+DROP_K = b"    in_k = ranks < logits.shape[-1]\n"  # top-k lost
+
+
+def _receipt(bundle: Path) -> dict:
+    return json.loads((bundle / "receipt.json").read_bytes())["predicate"]
+
+
+@pytest.fixture()
+def pinned(tmp_path: Path):
+    tree = tmp_path / "src"
+    shutil.copytree(torch_sampler.TREE, tree)
+    return pin(str(tree), tmp_path / "pins" / "sampler.pin.json", cache=tmp_path / "cache",
+               family="torch-sampler"), tree
+
+
+def _gate(tmp_path: Path, pin_path: Path, name: str, signing_key, patch: Path | None):
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text(json.dumps(MATRIX), encoding="utf-8")
+    out = tmp_path / "gate" / f"{name}.json"
+    new_manifest({"stock": SideSpec(pin_path), "patched": SideSpec(pin_path, patch=patch)},
+                 str(matrix), out, cache=tmp_path / "cache")
+    bundle = tmp_path / name
+    args = ["run", "--manifest", str(out), "--out", str(bundle), "--key", str(signing_key),
+            "--cache", str(tmp_path / "cache")]
+    code = main(args + (["--patch", str(patch)] if patch else []))
+    return out, bundle, code
+
+
+@pytest.mark.slow
+def test_an_unchanged_sampler_passes_and_one_that_drops_top_k_stops(tmp_path, capsys,
+                                                                     signing_key, pinned):
+    result, tree = pinned
+    manifest, bundle, code = _gate(tmp_path, result.path, "same", signing_key, None)
+    assert code == 0, capsys.readouterr().err
+    assert load_manifest(manifest).rules == RULES
+    predicate = _receipt(bundle)
+    assert predicate["judgement"]["rules"] == RULES
+    assert [c["paths"] for c in predicate["cases"]] == [
+        {"stock": "sample", "patched": "sample"}, {"stock": "mask", "patched": "mask"}]
+    rows = predicate["rows"]
+    assert all("new_faults" in r["diagnostics"] for r in rows)  # sampling rows, judged
+    assert all(r["diagnostics"]["patched_drawn"] >= 1 for r in rows[:4])
+    assert "patched_drawn" not in rows[4]["diagnostics"]  # the mask case: regression/v2
+    assert main(["verify", str(bundle), "--pubkey", str(PUB), "--frozen-manifest",
+                 str(manifest), "--require-rules", RULES]) == 0, capsys.readouterr()
+    assert "rows of a sampling path by the support of their draws" in \
+        (bundle / "report.md").read_text("utf-8")
+
+    source = (tree / torch_sampler.FAMILY.kernel_path).read_bytes()
+    assert source.count(KEEP) == 1
+    diff = tmp_path / "drop-k.diff"
+    diff.write_bytes(kernel_diff(source, source.replace(KEEP, DROP_K),
+                                 torch_sampler.FAMILY.kernel_path))
+    capsys.readouterr()
+    manifest, bundle, code = _gate(tmp_path, result.path, "drop-k", signing_key, diff)
+    assert code == 1, capsys.readouterr().err
+    broken = _receipt(bundle)["verdict"]["broken_rows"]
+    # k 1 and k 5 rows of the sampler draw outside their k tokens; the mask's k rows too
+    assert {"sample-v256[0]", "sample-v256[1]"} <= set(broken["new_fault"])
+    assert broken["outside_support_growth"] == ["sample-v256[0]", "sample-v256[1]",
+                                                "sample-v256[3]"]  # the rows with top-k
+    assert {"mask-v256[0]", "mask-v256[2]"} <= set(broken["symdiff_growth"])  # as v2 judges
+    assert "outside_support_growth" not in {r for r, rows in broken.items()
+                                            if any(x.startswith("mask") for x in rows)}
+    assert "sample-v256[2]" not in sum(broken.values(), [])  # no top-k there: unchanged
+    assert main(["verify", str(bundle), "--pubkey", str(PUB), "--frozen-manifest",
+                 str(manifest), "--require-rules", RULES]) == 1  # a verified STOP
