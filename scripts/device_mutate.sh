@@ -12,6 +12,17 @@
 #            as a tar.xz; another matrix's pin: SOURCES_TAR=.carry/pt-sources.tar.xz for
 #            vllm-pytorch-0.33.0.json with CATALOGUE=topp-gate/mutants/pytorch-v1), topk_topp_sampler.py (vLLM 0.33.0's, sha256 a8234f8d...; the
 #            criterion checks it) and the signing key ($KEY)
+# FlashInfer (issue 39): MATRIX=pr-flashinfer-v1 CATALOGUE=topp-gate/mutants/flashinfer-v1
+# SOURCES_TAR=.carry/fi072-sources.tar.xz CRITERION=--no-vllm-criterion (vLLM's batch count
+# criterion compares kept counts with vLLM's PyTorch top-k/top-p; a sampler's draws are not
+# that) JOBS=5: every mutant changes a header, so its tree and stable private copy are its own
+# and its child JIT-builds the sampling module with nvcc (100 to 156 s alone on an H200 with
+# 16 jobs; MAX_JOBS, default 3 here, nvcc processes a build, 5 builds at once on 16 cores);
+# the matrix's child timeout (360 s) covers one build plus the cases. Run
+# scripts/device_fi_mutants_build.sh with the same RUN first: it builds every module into the
+# stable copies' build folders this run then finds up to date, so the mutants run cases only.
+# FLASHINFER_* never reaches a child (the runner removes it; the child sets its own
+# FLASHINFER_WORKSPACE_BASE to the stable copy's build folder under $work/cache).
 # A run longer than one call: DETACH=1 starts mutate in its own process session (it outlives
 # the call while the machine stays warm) and waits for it until DEADLINE; a later call with
 # FINISH=1 waits for the same run and packs it. Results in $OUT: mutate-$MATRIX.log, and the
@@ -29,7 +40,10 @@ RUN=${RUN:-$MATRIX}
 # the call waits for mutate until DEADLINE (epoch seconds; default 540 s from now), so the log
 # (and whatever it wrote) always comes back within the call's 600 s
 DEADLINE=${DEADLINE:-$(( $(date +%s) + 540 ))}
+# vLLM's criterion (the Triton and PyTorch matrices) or --no-vllm-criterion (FlashInfer)
+CRITERION=${CRITERION:---vllm-sampler .carry/topk_topp_sampler.py}
 . scripts/device_common.sh
+export MAX_JOBS=${MAX_JOBS:-3}  # nvcc processes of one FlashInfer JIT build (ninja -j)
 work=/tmp/mutate-$RUN
 log=$OUT/mutate-$RUN.log
 if [ -z "${FINISH:-}" ]; then
@@ -39,7 +53,8 @@ if [ -z "${FINISH:-}" ]; then
   tar -cf - --exclude=./.git . | tar -C "$work/src" -xf - || exit 1
   # the cache 'manifest new' reads each mutant's pinned tree from: the exported tree of the
   # matrix's pin (SOURCES_TAR; default vLLM 0.33.0's Triton kernel tree)
-  tar -C "$work/cache/trees" -xJf "${SOURCES_TAR:-.carry/pr-sources.tar.xz}" || exit 1
+  [ -e "$work/cache/trees/.extracted" ] || { tar -C "$work/cache/trees" -xJf \
+    "${SOURCES_TAR:-.carry/pr-sources.tar.xz}" && touch "$work/cache/trees/.extracted"; } || exit 1
   {
     date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     python3 -c 'import sys, torch, triton; print(sys.version); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
@@ -51,11 +66,10 @@ if [ -z "${FINISH:-}" ]; then
     started=$(date +%s)
     python3 -m harness mutate --manifest "evidence/manifests/pr/$0.json" --backend cuda \
       --catalogue "$1" --out "$2/$0-mutation" --key "$3" --sources "$2/cache/trees" \
-      --jobs "$4" --run-timeout "$5" --vllm-sampler .carry/topk_topp_sampler.py \
-      ${6:+--only "$6"}
+      --jobs "$4" --run-timeout "$5" $7 ${6:+--only "$6"}
     echo "mutate rc=$?"
     echo "== mutation took $(( $(date +%s) - started )) s"
-    touch "$2/done"' "$MATRIX" "$CATALOGUE" "$work" "$KEY" "$JOBS" "${RUN_TIMEOUT:-480}" "$ONLY" \
+    touch "$2/done"' "$MATRIX" "$CATALOGUE" "$work" "$KEY" "$JOBS" "${RUN_TIMEOUT:-480}" "$ONLY" "$CRITERION" \
     >> "$work/mutate.log" 2>&1 < /dev/null &)
 fi
 while [ ! -e "$work/done" ] && [ "$(date +%s)" -lt "$DEADLINE" ]; do sleep 5; done
