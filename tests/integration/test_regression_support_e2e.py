@@ -112,3 +112,31 @@ def test_an_unchanged_sampler_passes_and_one_that_drops_top_k_stops(tmp_path, ca
     assert "sample-v256[2]" not in sum(broken.values(), [])  # no top-k there: unchanged
     assert main(["verify", str(bundle), "--pubkey", str(PUB), "--frozen-manifest",
                  str(manifest), "--require-rules", RULES]) == 1  # a verified STOP
+
+
+@pytest.mark.slow
+def test_pr_answers_a_sampler_change_by_row_and_reuses_the_base(tmp_path, capsys,
+                                                                 signing_key, pinned):
+    """`topp-gate pr` with the sampler's matrix: a harmless change PASSes with both sides
+    run, a harmful one STOPs reusing the verified base side, naming the broken sampling
+    rows with their kept (drawn) counts."""
+    result, tree = pinned
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text(json.dumps(MATRIX), encoding="utf-8")
+    source = (tree / torch_sampler.FAMILY.kernel_path).read_bytes()
+    path = torch_sampler.FAMILY.kernel_path
+    harmless, harmful = tmp_path / "harmless.diff", tmp_path / "harmful.diff"
+    harmless.write_bytes(kernel_diff(source, source.replace(b"\n", b"\n# reviewed\n", 1), path))
+    harmful.write_bytes(kernel_diff(source, source.replace(KEEP, DROP_K), path))
+    common = ["--matrix", str(matrix), "--backend", "interpreter", "--key", str(signing_key),
+              "--cache", str(tmp_path / "cache")]
+    assert main(["pr", str(result.path), "--patch", str(harmless), "--out",
+                 str(tmp_path / "pr-harmless"), *common]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert out.startswith("PASS") and "outputs: 0 of 7 rows differ" in out
+    assert main(["pr", str(result.path), "--patch", str(harmful), "--out",
+                 str(tmp_path / "pr-harmful"), *common]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("STOP: the change broke 5 of 7 rows")
+    assert "  sample-v256[0]  mass_outside_growth,new_fault,outside_support_growth  sample" in out
+    assert "base: reused" in out
