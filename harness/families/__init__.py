@@ -99,6 +99,10 @@ class Family:
     # paths whose entry takes an index array (a case's declared ``indices``); other paths
     # refuse a case that declares one
     index_paths: tuple[str, ...] = ()
+    # whether the child imports the kernel's module, running its module-level imports; a
+    # family that loads chosen functions from the file (vLLM's PyTorch path) runs none, so
+    # a module it names but never imports cannot stop it (``pr``'s check_importable)
+    runs_module_code: bool = True
 
     # --- pinning (parent side) ---
 

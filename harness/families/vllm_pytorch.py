@@ -170,6 +170,7 @@ class VllmPytorch(Family):
     closure_roots = ("vllm.v1.sample.ops.topk_topp_sampler",)
     dispatch_paths = (SORT,)
     default_dispatch = SORT
+    runs_module_code = False  # import_kernel loads FUNCTIONS, never the module's imports
 
     def closure(self, names: Collection[str], read: Callable[[str], bytes]) -> Any:
         """The sampler file alone: its functions are loaded, not its module."""

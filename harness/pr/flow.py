@@ -311,7 +311,9 @@ def check_importable(pin_path: Path, role: str, backend: str, cache: Path | None
     On CUDA the kernel imports ``vllm.platforms.cuda``, so every pinned file's unconditional
     module-level import of the package must be a pinned file or one of the pin's
     placeholders; Triton's interpreter uses the CPU platform, and a crash there is
-    reported as that side's failure."""
+    reported as that side's failure. A family whose child loads chosen functions from the
+    file and runs none of its module-level imports (``runs_module_code`` False: vLLM's
+    PyTorch path) needs none of them: an exported tree serves it on CUDA too."""
     from ..pins.closure import unmet_imports
     from ..pins.pinfile import load_pin_file
     from ..pins.sources import cache_root, resolve_tree
@@ -319,6 +321,8 @@ def check_importable(pin_path: Path, role: str, backend: str, cache: Path | None
     if backend != "cuda":
         return
     pin = load_pin_file(pin_path)
+    if not families.get(pin.family).runs_module_code:
+        return
     side = pin.side("stock")
     try:
         tree = resolve_tree(side, cache=cache_root(cache), sources=sources)

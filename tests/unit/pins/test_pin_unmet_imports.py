@@ -72,3 +72,24 @@ def test_pr_of_two_exported_trees_on_cuda_is_refused_before_anything_runs(
     err = capsys.readouterr().err
     assert "the base" in err and "_C_stable_libtorch" in err and "the change broke" not in err
     assert not out.exists()
+
+
+@pytest.mark.sources
+def test_the_pytorch_paths_pinned_tree_passes_on_cuda_its_module_imports_never_run():
+    # vLLM's PyTorch path pins the sampler file alone, and its child loads the functions,
+    # never the module: the file's own top-level imports (vllm._aiter_ops, ...) are neither
+    # pinned nor run. The check refused this tree on the first GPU call of issue 39.
+    from harness.families import get
+    from harness.pins.pinfile import load_pin_file
+    from harness.pins.sources import cache_root, resolve_tree
+
+    pin = Path(__file__).resolve().parents[3] / "evidence/pins/vllm-pytorch-0.33.0.json"
+    side = load_pin_file(pin).side("stock")
+    try:
+        tree = resolve_tree(side, cache=cache_root())
+    except Exception as err:  # noqa: BLE001 - the tree is fetched by 'sources pin'
+        pytest.skip(f"vLLM 0.33.0's PyTorch tree is not in the cache ({err})")
+    files = sorted(side.files)
+    assert unmet_imports(files, files, lambda rel: (tree / rel).read_bytes(), "vllm")
+    assert get("vllm-pytorch").runs_module_code is False
+    flow.check_importable(pin, "base", "cuda", None, None)
