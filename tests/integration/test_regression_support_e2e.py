@@ -42,6 +42,8 @@ MATRIX = {
          "rows": {"round": "bf16", "temperature": "0.7"},
          "sampling": [{"k": 3, "p": "0.9"}, {"p": "0.5"}, {"k": 10}],
          "paths": {"stock": "mask", "patched": "mask"}},
+        {"id": "forced-v256", "kind": "forced", "vocab": 256, "background_seed": 9,
+         "grid": {"value": ["1e9"], "p": ["0.5"], "forced_id": [0, 255]}},
     ],
 }
 KEEP = b"    in_k = ranks < k.unsqueeze(-1)\n"
@@ -83,10 +85,12 @@ def test_an_unchanged_sampler_passes_and_one_that_drops_top_k_stops(tmp_path, ca
     predicate = _receipt(bundle)
     assert predicate["judgement"]["rules"] == RULES
     assert [c["paths"] for c in predicate["cases"]] == [
-        {"stock": "sample", "patched": "sample"}, {"stock": "mask", "patched": "mask"}]
+        {"stock": "sample", "patched": "sample"}, {"stock": "mask", "patched": "mask"},
+        {"stock": "sample", "patched": "sample"}]
     rows = predicate["rows"]
     assert all("new_faults" in r["diagnostics"] for r in rows)  # sampling rows, judged
-    assert all(r["diagnostics"]["patched_drawn"] >= 1 for r in rows[:4])
+    assert all(r["diagnostics"]["patched_drawn"] >= 1 for r in rows[:4] + rows[7:])
+    assert [r["diagnostics"]["patched_drawn"] for r in rows[7:]] == [1, 1]  # forced: 1e9
     assert "patched_drawn" not in rows[4]["diagnostics"]  # the mask case: regression/v2
     assert main(["verify", str(bundle), "--pubkey", str(PUB), "--frozen-manifest",
                  str(manifest), "--require-rules", RULES]) == 0, capsys.readouterr()
@@ -109,7 +113,9 @@ def test_an_unchanged_sampler_passes_and_one_that_drops_top_k_stops(tmp_path, ca
     assert {"mask-v256[0]", "mask-v256[2]"} <= set(broken["symdiff_growth"])  # as v2 judges
     assert "outside_support_growth" not in {r for r, rows in broken.items()
                                             if any(x.startswith("mask") for x in rows)}
-    assert "sample-v256[2]" not in sum(broken.values(), [])  # no top-k there: unchanged
+    stopped = sum(broken.values(), [])
+    assert "sample-v256[2]" not in stopped  # no top-k there: unchanged
+    assert not any(r.startswith("forced") for r in stopped)  # the forced token holds all
     assert main(["verify", str(bundle), "--pubkey", str(PUB), "--frozen-manifest",
                  str(manifest), "--require-rules", RULES]) == 1  # a verified STOP
 
@@ -133,10 +139,10 @@ def test_pr_answers_a_sampler_change_by_row_and_reuses_the_base(tmp_path, capsys
     assert main(["pr", str(result.path), "--patch", str(harmless), "--out",
                  str(tmp_path / "pr-harmless"), *common]) == 0, capsys.readouterr().err
     out = capsys.readouterr().out
-    assert out.startswith("PASS") and "outputs: 0 of 7 rows differ" in out
+    assert out.startswith("PASS") and "outputs: 0 of 9 rows differ" in out
     assert main(["pr", str(result.path), "--patch", str(harmful), "--out",
                  str(tmp_path / "pr-harmful"), *common]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("STOP: the change broke 5 of 7 rows")
+    assert out.startswith("STOP: the change broke 5 of 9 rows")
     assert "  sample-v256[0]  mass_outside_growth,new_fault,outside_support_growth  sample" in out
-    assert "base: reused" in out
+    assert "base: reused" in out, out
