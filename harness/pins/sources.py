@@ -308,12 +308,24 @@ def patch_target(diff: bytes, files: Mapping[str, str], *, kernel_path: str,
     allowed = (f"a diff may change exactly one file of {what}'s pinned set ({len(files)} "
                f"files, the pin file's 'files'; its kernel file is {kernel_path})")
     names: list[str] = []
-    for line in diff.splitlines():
+    lines = diff.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        match = _HUNK.match(line)
+        if match is not None:  # skip the hunk's body: its lines are content, never headers
+            old_left, new_left = int(match[2] or b"1"), int(match[4] or b"1")
+            while i < len(lines) and (old_left > 0 or new_left > 0):
+                tag = lines[i][:1]
+                old_left -= tag in (b" ", b"-", b"")
+                new_left -= tag in (b" ", b"+", b"")
+                i += 1
+            continue
         if line.startswith((b"--- ", b"+++ ")):
             names.append(line[4:].split(b"\t")[0].strip().decode("utf-8", "replace"))
-        elif b"120000" in line and line.startswith((b"index ", b"old mode ", b"new mode ",
-                                                    b"new file mode ",
-                                                    b"deleted file mode ")):
+        elif line.startswith((b"index ", b"old mode ", b"new mode ", b"new file mode ",
+                              b"deleted file mode ")) and line.split()[-1:] == [b"120000"]:
             raise UsageError(f"patch: it changes a link (mode 120000); {allowed}")
         elif line.startswith(_GIT_EXTENDED):
             shown = line.decode("utf-8", "replace").strip()[:60]

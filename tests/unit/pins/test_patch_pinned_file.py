@@ -199,3 +199,13 @@ def test_a_candidate_of_another_file_replaces_only_that_file(stock):
     side, _ = stock
     with pytest.raises(UsageError, match="not in the stock side's pinned set"):
         sources.candidate(replace(side, name="stock"), b"x", b"d", path="no/such/file.cuh")
+
+
+def test_hunk_lines_that_look_like_headers_are_content(stock):
+    """A removed line '-- x' shows as '--- x' inside a hunk, an index line's hash may hold
+    120000: neither is a file name or a link."""
+    side, _ = stock
+    diff = (f"diff --git a/{HEADER} b/{HEADER}\nindex 1200001..abc1200 100644\n"
+            f"--- a/{HEADER}\n+++ b/{HEADER}\n@@ -1,2 +1,2 @@\n--- a comment\n"
+            f"+++ a comment\n context\n").encode()
+    assert sources.patch_target(diff, side.files, kernel_path=side.kernel_path) == HEADER
