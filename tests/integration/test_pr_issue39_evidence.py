@@ -1,0 +1,68 @@
+"""The committed GPU `topp-gate pr` evidence of issue 39 verifies offline, as VERIFYING.md says.
+
+Two archives, each the device's own (an NVIDIA H100, 2026-12-05; no H200 could be started):
+
+* `evidence/pr/pr-flashinfer-v1-h100-20261205.tar.xz`: FlashInfer 0.7.2.post1 against a
+  harmless change (a comment in `flashinfer/sampling.py`: PASS), and a harmful one-line change
+  (`top_k_top_p_sampling_from_logits` takes the softmax of the unmasked logits: top-k is lost
+  before top-p sampling) run twice, both sides (`harmful-both`) and reusing the base side the
+  harmless run verified (`harmful`): STOP on the same 64 rows, every one a sampling row;
+* `evidence/pr/pr-pytorch-cuda-v1-h100-20261205.tar.xz`: vLLM 0.33.0's PyTorch path, a
+  harmless comment (PASS) and the top-p mask's `<=` as `<` (STOP on the five dyadic rows where
+  the cumulative sum meets 1 - p exactly).
+
+Each bundle must verify against the `pr.json` frozen beside it, under evidence key 6, by the
+rule set its matrix predeclares, with its recorded verdict (exit 0 and 1); a reviewer who
+requires another rule set gets a refusal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.mutation.mutate import mutation_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = ROOT / "evidence/keys/topp-gate-evidence-6.pub"
+FLASHINFER = ROOT / "evidence/pr/pr-flashinfer-v1-h100-20261205.tar.xz"
+PYTORCH = ROOT / "evidence/pr/pr-pytorch-cuda-v1-h100-20261205.tar.xz"
+
+
+def _verify(folder: Path, rules: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
+    code = main(["verify", str(folder / "bundle"), "--pubkey", str(KEY), "--frozen-manifest",
+                 str(folder / "pr.json"), "--require-rules", rules, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _rows(answer: dict) -> set[str]:
+    return {row for rows in answer["broken_rows"].values() for row in rows}
+
+
+def test_flashinfer_pr_bundles_verify_with_their_verdicts(capsys: pytest.CaptureFixture[str]):
+    with mutation_folder(FLASHINFER) as results:
+        code, harmless = _verify(results / "harmless", "regression-support/v1", capsys)
+        assert code == 0 and harmless["verified"] is True and not harmless["broken_rows"]
+        code, both = _verify(results / "harmful-both", "regression-support/v1", capsys)
+        assert code == 1 and both["verified"] is True
+        code, reused = _verify(results / "harmful", "regression-support/v1", capsys)
+        assert code == 1 and reused["verified"] is True
+        # the base side reused or run again: the same broken rows, by the same reasons
+        assert reused["broken_rows"] == both["broken_rows"]
+        assert set(both["broken_rows"]) == {"mass_outside_growth", "new_fault",
+                                            "outside_support_growth"}
+        assert len(_rows(both)) == 64
+        code, refused = _verify(results / "harmless", "regression/v2", capsys)
+        assert code == 4 and refused["verified"] is False
+
+
+def test_pytorch_path_pr_bundles_verify_with_their_verdicts(capsys: pytest.CaptureFixture[str]):
+    with mutation_folder(PYTORCH) as results:
+        code, harmless = _verify(results / "pr-harmless", "regression/v2", capsys)
+        assert code == 0 and harmless["verified"] is True and not harmless["broken_rows"]
+        code, harmful = _verify(results / "pr-harmful", "regression/v2", capsys)
+        assert code == 1 and harmful["verified"] is True
+        assert _rows(harmful) == {f"boundary-topp-ties-v512[{i}]" for i in range(5)}
