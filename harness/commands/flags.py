@@ -32,6 +32,26 @@ def patch(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--patch", type=Path, metavar="DIFF", default=None, help=help)
 
 
+def signing_key(parser: argparse.ArgumentParser) -> None:
+    """``--key K``: the Ed25519 private key a verb signs with (``pr``, ``replay``)."""
+    parser.add_argument("--key", type=Path, default=None,
+                        help="Ed25519 private key (default: $TOPP_GATE_KEY or "
+                        "~/.config/topp-gate/signing.key)")
+
+
+def run_folder(parser: argparse.ArgumentParser) -> None:
+    """``--out DIR``: the new folder a verb writes pins, manifest and bundle into."""
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="folder to create for pins, manifest and bundle (default: a "
+                        "new folder under runs/; never an existing one)")
+
+
+def exported_sources(parser: argparse.ArgumentParser) -> None:
+    """``--sources DIR`` where ``$TOPP_GATE_SOURCES`` is the default too (``pr``, ``replay``)."""
+    sources(parser, "exported source trees (topp-gate sources export), for machines with no "
+            "network (default: $TOPP_GATE_SOURCES or the cache)")
+
+
 def workers(parser: argparse.ArgumentParser, what: str, *, default: int | None = None) -> None:
     from ..core.limits import WORKERS_HELP
 

@@ -57,14 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="another matrix than the newest PR matrix of the family and "
                         "backend (a "
                         "predeclared name or your own matrix file)")
-    parser.add_argument("--key", type=Path, default=None,
-                        help="Ed25519 private key (default: $TOPP_GATE_KEY or "
-                        "~/.config/topp-gate/signing.key)")
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="folder to create for pins, manifest and bundle (default: a "
-                        "new folder under runs/; never an existing one)")
-    flags.sources(parser, "exported source trees (topp-gate sources export), for machines "
-                  "with no network (default: $TOPP_GATE_SOURCES or the cache)")
+    flags.signing_key(parser)
+    flags.run_folder(parser)
+    flags.exported_sources(parser)
     flags.cache(parser)
     parser.add_argument("--base-cache", type=Path, default=None, metavar="DIR",
                         help="where verified base sides are kept for reuse (default: "

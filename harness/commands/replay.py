@@ -43,17 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         help="auto (default): cuda when torch sees a CUDA device, else "
                         "Triton's interpreter on the CPU (the replay must have a matrix "
                         "for it)")
-    parser.add_argument("--key", type=Path, default=None,
-                        help="Ed25519 private key (default: $TOPP_GATE_KEY or "
-                        "~/.config/topp-gate/signing.key)")
+    flags.signing_key(parser)
     parser.add_argument("--ephemeral-key", action="store_true",
                         help="sign with a key made for this run alone (its public half is "
                         "written to OUT/ephemeral.pub)")
-    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
-                        help="folder to create for pins, manifest and bundle (default: a "
-                        "new folder under runs/; never an existing one)")
-    flags.sources(parser, "exported source trees (topp-gate sources export), for machines "
-                  "with no network (default: $TOPP_GATE_SOURCES or the cache)")
+    flags.run_folder(parser)
+    flags.exported_sources(parser)
     flags.cache(parser)
     flags.unsandboxed(parser)
     flags.workers(parser, "judging and verifying rows", default=0)
