@@ -334,9 +334,9 @@ def patch_target(diff: bytes, files: Mapping[str, str], *, kernel_path: str,
         raise UsageError("patch: no '--- a/FILE' and '+++ b/FILE' lines (expected a unified "
                          "diff)")
     if len(names) != 2:
-        shown = sorted({_strip_prefix(n) for n in names if n != "/dev/null"})
+        changed = sorted({_strip_prefix(n) for n in names if n != "/dev/null"})
         raise UsageError(f"patch: it changes {len(names) // 2 or 1} files "
-                         f"({', '.join(repr(n) for n in shown[:3])}); {allowed}")
+                         f"({', '.join(repr(n) for n in changed[:3])}); {allowed}")
     old, new = names
     if "/dev/null" in names:
         raise UsageError(f"patch: it creates or deletes a file; {allowed}")
