@@ -50,6 +50,10 @@ MUTATION_RUNS = (
      "evidence/keys/topp-gate-evidence-5.pub"),
     ("evidence/mutation/pr-pytorch-v1-cpu-20261205.tar.xz",
      "evidence/keys/topp-gate-evidence-6.pub"),
+    ("evidence/mutation/pr-pytorch-v2-cpu-20261205.tar.xz",
+     "evidence/keys/topp-gate-evidence-6.pub"),
+    ("evidence/mutation/pr-pytorch-cuda-v1-h100-20261205.tar.xz",
+     "evidence/keys/topp-gate-evidence-6.pub"),
 )
 
 
