@@ -3,6 +3,7 @@ side reused.
 
     python -m harness.mutation.mutant_run --manifest M --out BUNDLE --key K --base-store S
         [--patch DIFF] [--backend B] [--sources DIR] [--cache DIR] [--keep-base]
+        [--inputs-from BASE_BUNDLE]
 
 Every run of a mutation run has the same stock side: the manifest's pinned base on the same
 frozen cases (only the patched side differs, by one mutant). So the run goes through
@@ -10,9 +11,12 @@ frozen cases (only the patched side differs, by one mutant). So the run goes thr
 a kept, verified base side for this manifest's key (:func:`harness.pr.flow.base_key`),
 only the patched child runs and the bundle carries the kept side with
 ``environment.base_reused_from``, every check of ``pr``'s reuse made again; otherwise both
-children run at once. ``--keep-base`` (the unmutated base run, made first) verifies the new
-bundle offline and, when it PASSes with its base side run here, keeps that side in ``S``
-(:func:`harness.pr.flow.keep_base`, signed with the run's key).
+children run at once. ``--inputs-from`` (a mutant's run: the base run's bundle) takes the
+captured inputs from that bundle, signature, cases and digests checked, instead of building
+them again (:mod:`harness.capture.reused_inputs`). ``--keep-base`` (the unmutated base
+run, made first) verifies the new bundle offline and, when it PASSes with its base side
+run here, keeps that side in ``S`` (:func:`harness.pr.flow.keep_base`, signed with the
+run's key).
 
 Prints what ``run`` prints (progress on stderr; the verdict line and the bundle line on
 stdout) and exits as ``run`` does: 0 PASS, 1 STOP, a HarnessError's code with one line.
@@ -41,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--keep-base", action="store_true")
     parser.add_argument("--public-key", type=Path, default=None)
+    # a bundle of the same cases (the mutation run's base) whose inputs are taken, not built
+    parser.add_argument("--inputs-from", type=Path, default=None)
     return parser
 
 
@@ -56,7 +62,8 @@ def run_one(args: argparse.Namespace) -> int:
     isolation = child_isolation(False, args.key)
     with RunProgress() as progress:
         written = run_bundle(args.manifest, args.out, Signer(args.key, args.public_key),
-                             options, args.patch, args.base_store, isolation, progress.say)
+                             options, args.patch, args.base_store, isolation, progress.say,
+                             inputs_from=args.inputs_from)
         private_key = written.private_key
         public_key = private_key.public_key()
         view = open_bundle(args.out, public_key)

@@ -236,6 +236,9 @@ def _run_one(name: str, manifest: Path, patch: Path | None, options: Options,
                "--public-key", str(options.out / "signer.pub")]
         if name == "base":
             cmd.append("--keep-base")
+        elif (options.out / "bundles" / "base").is_dir():
+            # the base's verified inputs, not built again: the same cases (reused_inputs)
+            cmd += ["--inputs-from", str(options.out / "bundles" / "base")]
     cmd += ["--manifest", str(manifest), "--backend", options.backend,
             "--out", str(bundle), "--key", str(options.key)]
     if patch is not None:

@@ -46,6 +46,7 @@ from typing import Any
 from .. import __version__, families
 from ..capture.bundle_writer import write_bundle
 from ..capture.cases import write_cases
+from ..capture.reused_inputs import copy_inputs
 from ..capture.run import (
     CaseProgress,
     RunOptions,
@@ -646,10 +647,12 @@ class _Written:
 
 def run_bundle(manifest_path: Path, bundle: Path, signer: Signer, options: PrOptions,
                patch: Path | None, store: Path, isolation: Isolation | None,
-               say: Say) -> _Written:
+               say: Say, inputs_from: Path | None = None) -> _Written:
     """``run``'s phases (harness/capture/run.py) with the base reused when kept and the
     children run at once; the bundle is written and signed exactly as ``run`` writes one,
-    with the key opened after the children exited."""
+    with the key opened after the children exited. ``inputs_from``: a bundle of the same
+    cases signed with this run's key whose captured inputs are taken instead of built
+    (:mod:`harness.capture.reused_inputs`; a mutation run's base)."""
     from ..core.keys import keyid
 
     started = time.monotonic()
@@ -673,8 +676,14 @@ def run_bundle(manifest_path: Path, bundle: Path, signer: Signer, options: PrOpt
             work = Path(scratch)
             private = private_copies(checked, copies)
             sides = {name: (side, private[name].tree) for name, (side, _) in checked.items()}
-            say(f"building captured inputs for {len(manifest.cases)} cases")
-            write_cases(manifest, work)
+            if inputs_from is not None and reuse_key is not None:
+                count = copy_inputs(inputs_from, reuse_key, manifest, work)
+                say(f"captured inputs for {len(manifest.cases)} cases taken from "
+                    f"{printable(str(inputs_from))} ({count} files, signature and digests "
+                    "checked)")
+            else:
+                say(f"building captured inputs for {len(manifest.cases)} cases")
+                write_cases(manifest, work)
             cases_raw = (work / "cases.json").read_bytes()
             layout = parse_cases_index(cases_raw)
             check_against_manifest(layout, manifest)

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.core.errors import HarnessError
+from harness.capture.reused_inputs import copy_inputs
+from harness.core.errors import HarnessError, UsageError
+from harness.core.manifest import load_manifest
 from harness.core.keys import load_public_key
 from harness.mutation.mutate import check_summary
 
@@ -68,6 +70,20 @@ def _frozen_tiny(tmp_path: Path) -> tuple[Path, Path, Path]:
     return repo, manifest, key
 
 
+def _inputs_from_refuses_other_cases_and_changed_bytes(base: Path, public, manifest,
+                                                       tmp_path: Path):
+    other = load_manifest(REPO / "evidence" / "manifests" / "pr" / "pr-pytorch-v2.json")
+    with pytest.raises(UsageError, match="its cases are not this manifest's"):
+        copy_inputs(base, public, other, tmp_path / "other")
+    changed = tmp_path / "changed-base"
+    shutil.copytree(base, changed)
+    stored = sorted((changed / "inputs").iterdir())[0]
+    stored.write_bytes(stored.read_bytes()[:-1] + bytes([stored.read_bytes()[-1] ^ 1]))
+    copy_inputs(base, public, manifest, tmp_path / "same")  # the base as it is: taken
+    with pytest.raises(HarnessError):
+        copy_inputs(changed, public, manifest, tmp_path / "changed")
+
+
 def test_without_base_reuse_every_run_runs_both_sides(tmp_path):
     repo, manifest, key = _frozen_tiny(tmp_path)
     out = tmp_path / "mut"
@@ -111,8 +127,18 @@ def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
         reused = mutant["predicate"]["environment"]["base_reused_from"]
         assert reused["bundle"] == str((out / "bundles" / "base").resolve())
         assert _stock_digests(mutant) == _stock_digests(base) != {}
-        assert "(base side reused from" in (out / "logs" / f"{name}.log").read_text()
+        log = (out / "logs" / f"{name}.log").read_text()
+        assert "(base side reused from" in log
+        # the base's captured inputs, taken from its bundle rather than built again
+        assert "captured inputs for 2 cases taken from" in log
+        assert {s["name"]: s["digest"]["sha256"] for s in mutant["subject"]
+                if s["name"].startswith("inputs/")} == \
+            {s["name"]: s["digest"]["sha256"] for s in base["subject"]
+             if s["name"].startswith("inputs/")}
+    assert "building captured inputs" in (out / "logs" / "base.log").read_text()
     assert not list(tmp_path.glob(".mut.base-side-*"))  # the kept side's store is gone
+    _inputs_from_refuses_other_cases_and_changed_bytes(out / "bundles" / "base", public,
+                                                       load_manifest(manifest), tmp_path)
     (out / "mutation.json").write_bytes((out / "mutation.json").read_bytes() + b" ")
     with pytest.raises(HarnessError):
         check_summary(out, public, roots=(repo,))
