@@ -172,8 +172,9 @@ def choose_backend(requested: str) -> str:
 
     if requested == "cuda" and not torch.cuda.is_available():
         raise UsageError("--backend cuda: torch sees no CUDA device on this machine; gate on "
-                         "the CPU in Triton's interpreter with --backend interpreter (or "
-                         "leave --backend out: auto picks it)")
+                         "the CPU with --backend interpreter (or leave --backend out: auto "
+                         "picks it) where the family has a CPU matrix: vLLM's Triton kernels "
+                         "and PyTorch path; FlashInfer runs on CUDA only")
     return "cuda" if torch.cuda.is_available() else "interpreter"
 
 
