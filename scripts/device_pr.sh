@@ -34,18 +34,7 @@ work=/tmp/pr-$FAMILY
 mkdir -p "$work/trees" "$work/results"
 tar -C "$work/trees" -xJf "$sources" || exit 1
 pinned=$(find "$work/trees" -path "*/$file" | head -1)
-python3 - "$pinned" "$work" "$file" "$old" "$new" <<'PY' || exit 1
-import sys
-from pathlib import Path
-from harness.pins.sources import kernel_diff
-pinned, work, path = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-old, new = sys.argv[4].encode(), sys.argv[5].encode()
-src = pinned.read_bytes()
-assert src.count(old) == 1, "the harmful line is not in the pinned file exactly once"
-harmless = src.replace(b"\n", b"\n# reviewed: no functional change\n", 1)
-(work / "harmless.diff").write_bytes(kernel_diff(src, harmless, path))
-(work / "harmful.diff").write_bytes(kernel_diff(src, src.replace(old, new), path))
-PY
+python3 scripts/make_pr_diffs.py "$pinned" "$work" "$file" "$old" "$new" || exit 1
 log=$OUT/pr-$FAMILY.log
 {
   date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

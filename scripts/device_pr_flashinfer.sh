@@ -49,18 +49,7 @@ log=$OUT/pr-flashinfer.log
 mkdir -p "$work/trees" "$work/results" "$FLASHINFER_WORKSPACE_BASE" /tmp/bw
 tar -C "$work/trees" -xJf .carry/fi072-sources.tar.xz || exit 1
 pinned=$(find "$work/trees" -path "*/$file" | head -1)
-python3 - "$pinned" "$work" "$file" "$old" "$new" <<'PY' || exit 1
-import sys
-from pathlib import Path
-from harness.pins.sources import kernel_diff
-pinned, work, path = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-old, new = sys.argv[4].encode(), sys.argv[5].encode()
-src = pinned.read_bytes()
-assert src.count(old) == 1, "the harmful line is not in the pinned file exactly once"
-harmless = src.replace(b"\n", b"\n# reviewed: no functional change\n", 1)
-(work / "harmless.diff").write_bytes(kernel_diff(src, harmless, path))
-(work / "harmful.diff").write_bytes(kernel_diff(src, src.replace(old, new), path))
-PY
+python3 scripts/make_pr_diffs.py "$pinned" "$work" "$file" "$old" "$new" || exit 1
 if [ -f .carry/bubblewrap.deb ] && dpkg -x .carry/bubblewrap.deb /tmp/bw; then
   export PATH=/tmp/bw/usr/bin:$PATH
 fi
