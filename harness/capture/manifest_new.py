@@ -47,7 +47,7 @@ from ..core.manifest import (
     traffic_sampling,
 )
 from ..core.names import SIDES, TRAFFIC
-from ..core.regression_support import REGRESSION_SUPPORT_V1
+from ..core.regression_support import REGRESSION_SUPPORT_V1, REGRESSION_SUPPORT_V2
 from ..core.rulesets import RULE_SETS
 from ..core.safeio import read_regular_file
 from ..core.support_rules import SUPPORT_V1
@@ -156,10 +156,10 @@ def case_paths(cases: list[dict[str, Any]], side: str, family: families.Family,
 def _check_samplers_judged_by_support(entries: dict[str, dict[str, Any]],
                                       cases: list[dict[str, Any]], rules: str) -> None:
     """A sampling path returns draws, not a mask: only ``support/v1`` and
-    ``regression-support/v1`` (a pull request: ``support/v1``'s checks on both sides) judge
-    draws (any other rule set would stop every row on a sample's gaps). Refused before
-    anything is written."""
-    if rules in (SUPPORT_V1, REGRESSION_SUPPORT_V1):
+    ``regression-support/v1`` or ``/v2`` (a pull request: ``support/v1``'s checks on both
+    sides) judge draws (any other rule set would stop every row on a sample's gaps). Refused
+    before anything is written."""
+    if rules in (SUPPORT_V1, REGRESSION_SUPPORT_V1, REGRESSION_SUPPORT_V2):
         return
     for name in SIDES:
         family = families.get(entries[name]["family"])

@@ -73,6 +73,10 @@ inside: probability ``(1 - eps) ** 64`` (0.53 at eps 0.01, 0.04 at eps 0.05, 0.0
 tokens inside the allowed set is not stopped by these rules (``support/v1``'s
 goodness-of-fit statistic stays a diagnostic).
 
+*Version 2* (``regression-support/v2``, written after the first GPU run of
+``pr-flashinfer-v1`` and before any FlashInfer mutant ran; v1 stays as frozen, and every
+bundle judged by it keeps verifying by it). See :data:`V2_NOTE`.
+
 Standard library only (trusted core).
 """
 
@@ -85,6 +89,7 @@ from .names import SIDES
 from .oracle import Certified
 
 REGRESSION_SUPPORT_V1 = "regression-support/v1"
+REGRESSION_SUPPORT_V2 = "regression-support/v2"
 OUTSIDE_SUPPORT_GROWTH = "outside_support_growth"
 DRAW_EVIDENCE_MISMATCH = "draw_evidence_mismatch"
 # What one side of a sampling row can do wrong by itself (support/v1's problems).
@@ -97,6 +102,25 @@ SAMPLING_STOPS = (regression_v2.NEW_FAULT, OUTSIDE_SUPPORT_GROWTH,
                   regression_v2.MASS_OUTSIDE_GROWTH, regression_v2.KEPT_VALUE_CHANGED)
 STOP_REASONS = tuple(dict.fromkeys((*regression_v2.STOP_REASONS, *support_rules.STOP_REASONS,
                                     OUTSIDE_SUPPORT_GROWTH)))
+
+
+V2_NOTE = """\
+regression-support/v2 is regression-support/v1 with one change: on a sampling row the
+allowed set is closed under ties at its boundary, the first n tokens in canonical order (as
+v1) and every further token whose logit equals the n-th token's. A draw, the count of
+distinct drawn tokens outside the allowed set and the binary64 mass of the drawn tokens
+outside it are all read against that closed set (v1 read the mass outside the oracle's set,
+so a change that drew more of the count envelope's tokens than the base stopped by mass,
+another stop a correct sampler could draw by chance); masking rows are judged as
+regression/v2, as in v1. Why: on the first H100 run of pr-flashinfer-v1 (2026-12-05) all 17
+sampling rows where FlashInfer 0.7.2.post1 drew outside v1's allowed set drew only tokens
+whose logit equals the boundary token's, that is, another member of the boundary's tie group
+than the lowest ids the canonical order takes. Tied tokens are interchangeable: no order
+among them is more correct. Under v1 a change that samples the same distribution with other
+random numbers would stop on each such row with probability about one half, so a correct
+kernel change would almost surely STOP; under v2 it cannot stop there by membership. What v2
+gives up: a change that draws more members of a boundary tie group than the base (keeping
+more of the group than k or the nucleus needs) is not stopped by it."""
 
 
 def sampling_row(data: Any) -> bool:
@@ -116,15 +140,17 @@ def _mass(diagnostics: dict[str, Any], key: str) -> float:
     return float.fromhex(diagnostics[key])
 
 
-def change_stops(faults: dict[str, list[str]], diagnostics: dict[str, Any]) -> list[str]:
+def change_stops(faults: dict[str, list[str]], diagnostics: dict[str, Any],
+                 mass: str = "mass_outside") -> list[str]:
     """The change's stops on a sampling row both sides could be judged on (the module
-    docstring's list), in :data:`SAMPLING_STOPS` order."""
+    docstring's list), in :data:`SAMPLING_STOPS` order; ``mass`` names the diagnostic the
+    mass rule compares (v2: ``mass_outside_allowed``)."""
     stops = set()
     if diagnostics["new_faults"]:
         stops.add(regression_v2.NEW_FAULT)
     if diagnostics["patched_outside_allowed"] > diagnostics["stock_outside_allowed"]:
         stops.add(OUTSIDE_SUPPORT_GROWTH)
-    if _mass(diagnostics, "patched_mass_outside") > _mass(diagnostics, "stock_mass_outside"):
+    if _mass(diagnostics, f"patched_{mass}") > _mass(diagnostics, f"stock_{mass}"):
         stops.add(regression_v2.MASS_OUTSIDE_GROWTH)
     if "kept_value_changed" in faults["patched"]:
         stops.add(regression_v2.KEPT_VALUE_CHANGED)
@@ -135,7 +161,22 @@ def judge(data: Any) -> dict[str, Any]:
     """One row (a :class:`harness.core.rulesets.RowInput`) by ``regression-support/v1``."""
     if not sampling_row(data):
         return regression_v2.judge(data)
-    result = support_rules.judge(data)
+    return _judge_sampling(data, support_rules.judge(data), "mass_outside")
+
+
+def judge_v2(data: Any) -> dict[str, Any]:
+    """One row by ``regression-support/v2``: v1 with the allowed set closed under ties at
+    its boundary, for the faults, the count outside and the mass outside alike
+    (:data:`V2_NOTE`)."""
+    if not sampling_row(data):
+        return regression_v2.judge(data)
+    return _judge_sampling(data, support_rules.judge(data, tie_closed=True),
+                           "mass_outside_allowed")
+
+
+def _judge_sampling(data: Any, result: dict[str, Any], mass: str) -> dict[str, Any]:
+    """A sampling row: ``result`` is ``support/v1``'s judgement of both sides (its
+    diagnostics), turned into the change's stops against the base."""
     diagnostics = result["diagnostics"]
     certified = isinstance(data.oracle, Certified)
     stops = [] if certified else ["oracle_boundary_ambiguous"]
@@ -149,7 +190,7 @@ def judge(data: Any) -> dict[str, Any]:
         diagnostics["new_faults"] = [f for f in faults["patched"] if f not in faults["stock"]]
         diagnostics["base_defect"] = bool(faults["stock"])
         diagnostics["altered"] = data.side_bytes["stock"] != data.side_bytes["patched"]
-        stops += change_stops(faults, diagnostics)
+        stops += change_stops(faults, diagnostics, mass)
     elif "kept_value_changed" in faults.get("patched", ()):
         stops.append(regression_v2.KEPT_VALUE_CHANGED)
     result["stops"] = sorted(set(stops))

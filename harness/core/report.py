@@ -23,7 +23,7 @@ from typing import Any
 
 from .names import FORCED, ORDINARY, SIDES
 from .regression_rules import REGRESSION_V1
-from .regression_support import REGRESSION_SUPPORT_V1
+from .regression_support import REGRESSION_SUPPORT_V1, REGRESSION_SUPPORT_V2
 from .regression_v2 import REGRESSION_V2
 from .terminal import printable
 
@@ -616,14 +616,26 @@ REGRESSION_SUPPORT_V1_SCOPE = (
     "set, no rewritten value (a sample: a draw that did not happen is not seen); on the "
     "other rows what regression/v2 checks. It does not prove the base or the change correct.")
 
+REGRESSION_SUPPORT_V2_SCOPE = (
+    "Judged as a change (patched) against its base (stock) on every row, base defect or not: "
+    "rows of a sampling path by the support of their draws (64 per row, fixed seed), every "
+    "other row as regression/v2. Passing proves only that the change introduces no detected "
+    "regression against its base: on sampling rows no fault the base does not have, no "
+    "growth of drawn tokens or of their binary64 mass outside the allowed set closed under "
+    "ties at its boundary (any member of the boundary's tie group may be drawn), no "
+    "rewritten value (a sample: a draw that did not happen is not seen); on the other rows "
+    "what regression/v2 checks. It does not prove the base or the change correct.")
+
 # Rule sets that judge a change against its base on every row, and list their verdicts'
 # base-defect and broken rows (regression_v2_lines).
-PER_ROW_CHANGE_RULES = (REGRESSION_V2, REGRESSION_SUPPORT_V1)
+PER_ROW_CHANGE_RULES = (REGRESSION_V2, REGRESSION_SUPPORT_V1, REGRESSION_SUPPORT_V2)
 
 
 def _change_scope(rules: str | None) -> str:
     if rules == REGRESSION_SUPPORT_V1:
         return REGRESSION_SUPPORT_V1_SCOPE
+    if rules == REGRESSION_SUPPORT_V2:
+        return REGRESSION_SUPPORT_V2_SCOPE
     return REGRESSION_V1_SCOPE if rules == REGRESSION_V1 else REGRESSION_V2_SCOPE
 
 

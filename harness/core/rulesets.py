@@ -46,6 +46,10 @@ Rule sets:
     ``support/v1``'s checks, and the change stops on a fault the base does not have, more
     drawn tokens outside the allowed set or more binary64 mass outside the oracle's set
     than the base, or a rewritten value; every other row exactly as ``regression/v2``.
+``regression-support/v2``
+    ``regression-support/v1`` with the sampling rows' allowed set closed under ties at its
+    boundary (``regression_support.V2_NOTE``): a draw of another member of the boundary's
+    tie group is in the support, and counts and masses outside are read against that set.
 
 Standard library only (trusted core).
 """
@@ -167,6 +171,12 @@ RULE_SETS: dict[str, RuleSet] = {
         "checks on each side (new faults, growth of draws outside the allowed set or of "
         "binary64 mass outside the oracle's set stop), every other row as regression/v2",
         regression_support.STOP_REASONS, regression_support.judge, needs_raw=True,
+        top_k=True, verdict_extra=regression_support.verdict_extra),
+    regression_support.REGRESSION_SUPPORT_V2: RuleSet(
+        regression_support.REGRESSION_SUPPORT_V2,
+        "regression-support/v1 with the sampling rows' allowed set closed under ties at its "
+        "boundary (a draw of any member of the boundary's tie group is in the support)",
+        regression_support.STOP_REASONS, regression_support.judge_v2, needs_raw=True,
         top_k=True, verdict_extra=regression_support.verdict_extra),
 }
 

@@ -187,8 +187,25 @@ def parse_draws(value: Any, vocab: int) -> dict[int, int] | None:
     return out
 
 
-def judge(data: Any) -> dict[str, Any]:
-    """One row (a :class:`harness.core.rulesets.RowInput`) by ``support/v1``."""
+def tie_closure(logits: Sequence[float], order: Sequence[int], n: int) -> set[int]:
+    """The first ``n`` tokens of ``order`` and every later one whose logit equals the n-th's:
+    the allowed set closed under ties at its boundary (``regression-support/v2``)."""
+    allowed = set(order[:n])
+    if n:
+        boundary = logits[order[n - 1]]
+        for token in order[n:]:  # logit descending: the ties follow at once
+            if logits[token] != boundary:
+                break
+            allowed.add(token)
+    return allowed
+
+
+def judge(data: Any, *, tie_closed: bool = False) -> dict[str, Any]:
+    """One row (a :class:`harness.core.rulesets.RowInput`) by ``support/v1``; with
+    ``tie_closed`` (``regression-support/v2`` only) the allowed set is closed under ties at
+    its boundary (:func:`tie_closure`, its size the ``allowed_tie_closed`` diagnostic) and
+    each side's binary64 mass outside it is a diagnostic too (``{side}_mass_outside_allowed``).
+    Without it the row's result is ``support/v1``'s, unchanged."""
     row, oracle = data.row, data.oracle
     logits = _values(row.logits)
     result = row_head(data)
@@ -199,8 +216,10 @@ def judge(data: Any) -> dict[str, Any]:
     allowed: set[int] = set()
     if certified is not None:
         n = allowed_count(certified, len(order), row.k, row.kind == FORCED)
-        allowed = set(order[:n])
+        allowed = tie_closure(logits, order, n) if tie_closed else set(order[:n])
         diagnostics["allowed"] = n
+        if tie_closed:
+            diagnostics["allowed_tie_closed"] = len(allowed)
         mass = RowMass(logits)
     recorded = getattr(data, "draws", None) or {}
     for name, side in read_sides(data, certified).items():
@@ -229,6 +248,8 @@ def judge(data: Any) -> dict[str, Any]:
             diagnostics[f"{name}_outside_oracle"] = len(drawn - oracle_set)
             diagnostics[f"{name}_outside_allowed"] = len(drawn - allowed)
             diagnostics[f"{name}_mass_outside"] = hexf(mass.of(drawn - oracle_set))
+            if tie_closed:
+                diagnostics[f"{name}_mass_outside_allowed"] = hexf(mass.of(drawn - allowed))
             if counts is not None:
                 diagnostics[f"{name}_gof"] = _gof(logits, certified, counts)
         diagnostics[f"{name}_problems"] = sorted(problems)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
 from harness.capture.reused_inputs import copy_inputs
+from harness.cli import main
 from harness.core.errors import HarnessError, UsageError
-from harness.core.manifest import load_manifest
 from harness.core.keys import load_public_key
+from harness.core.manifest import load_manifest
 from harness.mutation.mutate import check_summary
 
 REPO = Path(__file__).resolve().parents[2]
