@@ -29,7 +29,7 @@
 set -uo pipefail
 DEADLINE=${DEADLINE:-$(( $(date +%s) + 560 ))}
 PAR=${PAR:-5}
-RUN=${RUN:-pr-flashinfer-v1}
+RUN=${RUN:-pr-flashinfer-v2}
 CATALOGUE=${CATALOGUE:-topp-gate/mutants/flashinfer-v1}
 . scripts/device_common.sh
 export MAX_JOBS=${MAX_JOBS:-3}

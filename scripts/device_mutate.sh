@@ -12,7 +12,7 @@
 #            as a tar.xz; another matrix's pin: SOURCES_TAR=.carry/pt-sources.tar.xz for
 #            vllm-pytorch-0.33.0.json with CATALOGUE=topp-gate/mutants/pytorch-v1), topk_topp_sampler.py (vLLM 0.33.0's, sha256 a8234f8d...; the
 #            criterion checks it) and the signing key ($KEY)
-# FlashInfer (issue 39): MATRIX=pr-flashinfer-v1 CATALOGUE=topp-gate/mutants/flashinfer-v1
+# FlashInfer (issue 39): MATRIX=pr-flashinfer-v2 CATALOGUE=topp-gate/mutants/flashinfer-v1
 # SOURCES_TAR=.carry/fi072-sources.tar.xz CRITERION=--no-vllm-criterion (vLLM's batch count
 # criterion compares kept counts with vLLM's PyTorch top-k/top-p; a sampler's draws are not
 # that) JOBS=5: every mutant changes a header, so its tree and stable private copy are its own

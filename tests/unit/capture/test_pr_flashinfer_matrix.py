@@ -157,3 +157,19 @@ def test_air_top_p_rows_keep_p_away_from_float32_summation_noise():
                 assert np.min(np.abs(prefix - target)) >= 1e-4, (case["id"], p)
             checked += 1
     assert checked >= 14
+
+
+def test_version_2_is_version_1_judged_by_regression_support_v2():
+    # pr-flashinfer-v2: the same frozen cases, sides, limits and backend; only the rule set
+    # (and the name and description) differ, so v1's design and its tests hold for it
+    name = "pr-flashinfer-v2"
+    frozen = ROOT / "evidence/manifests/pr" / f"{name}.json"
+    raw = frozen.read_bytes()
+    assert (frozen.parent / f"{name}.json.sha256").read_text() == \
+        f"{sha256_hex(raw)}  {name}.json\n"
+    v1, v2 = load_manifest(FROZEN), load_manifest(frozen)
+    assert v2.rules == "regression-support/v2" and v1.rules == "regression-support/v1"
+    assert v2.cases == v1.cases and v2.limits == v1.limits and v2.backend == v1.backend
+    assert v2.sources == v1.sources
+    matrix = json.loads((ROOT / "harness/data/matrices" / f"{name}.json").read_text())
+    assert matrix["cases"] == json.loads(MATRIX.read_text())["cases"]

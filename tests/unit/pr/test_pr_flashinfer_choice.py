@@ -1,4 +1,4 @@
-"""``pr`` picks pr-flashinfer-v1 for a FlashInfer change on CUDA (issue 39), a release or a
+"""``pr`` picks pr-flashinfer-v2 for a FlashInfer change on CUDA (issue 39), a release or a
 patch of 0.7.2.post1 and an upgrade between FlashInfer releases alike, and refuses FlashInfer
 on the CPU in one line naming that matrix (FlashInfer has no CPU path)."""
 
@@ -15,10 +15,10 @@ PINS = Path(__file__).resolve().parents[3] / "evidence" / "pins"
 
 
 def test_flashinfer_gets_its_cuda_matrix():
-    assert NEWEST_PR_MATRICES["flashinfer"] == {"cuda": "pr-flashinfer-v1"}
+    assert NEWEST_PR_MATRICES["flashinfer"] == {"cuda": "pr-flashinfer-v2"}
     for requested in ("cuda", "auto"):
-        assert newest_pr_matrix("flashinfer", "cuda", requested) == ("cuda", "pr-flashinfer-v1")
-    assert matrix_rules("pr-flashinfer-v1", "cuda", "flashinfer") is None  # predeclared
+        assert newest_pr_matrix("flashinfer", "cuda", requested) == ("cuda", "pr-flashinfer-v2")
+    assert matrix_rules("pr-flashinfer-v2", "cuda", "flashinfer") is None  # predeclared
 
 
 @pytest.mark.parametrize("base, change", [
@@ -29,7 +29,7 @@ def test_flashinfer_gets_its_cuda_matrix():
 def test_a_change_between_flashinfer_releases_takes_the_same_matrix(base, change):
     family = check_family(PINS / base, PINS / change if change else None, None)
     assert family == "flashinfer"
-    assert newest_pr_matrix(family, "cuda", "auto") == ("cuda", "pr-flashinfer-v1")
+    assert newest_pr_matrix(family, "cuda", "auto") == ("cuda", "pr-flashinfer-v2")
 
 
 @pytest.mark.parametrize("requested, why", [
@@ -41,7 +41,7 @@ def test_flashinfer_on_the_cpu_is_refused_naming_the_cuda_matrix(requested, why)
         newest_pr_matrix("flashinfer", "interpreter", requested)
     text = str(err.value)
     assert "\n" not in text and why in text
-    assert "family flashinfer runs on CUDA only" in text and "pr-flashinfer-v1" in text
+    assert "family flashinfer runs on CUDA only" in text and "pr-flashinfer-v2" in text
 
 
 def test_the_other_families_choices_are_unchanged():
