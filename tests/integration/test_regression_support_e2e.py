@@ -50,6 +50,14 @@ KEEP = b"    in_k = ranks < k.unsqueeze(-1)\n"
 DROP_K = b"    in_k = ranks < logits.shape[-1]\n"  # top-k lost
 
 
+@pytest.fixture(autouse=True)
+def _own_cache_only(monkeypatch):
+    # these tests pin their own tree into their own cache: an exported-trees folder the
+    # environment names (TOPP_GATE_SOURCES, as the Nix check and scripts/sandbox_tests.sh
+    # set it) holds no test-only tree and would be read instead
+    monkeypatch.delenv("TOPP_GATE_SOURCES", raising=False)
+
+
 def _receipt(bundle: Path) -> dict:
     return json.loads((bundle / "receipt.json").read_bytes())["predicate"]
 
