@@ -440,4 +440,10 @@ COMMITTED_SAID = {
         "forced logit of 1e10 or more",
         "0.17.0 to 0.29.0 never lose it on the same rows.",
         "0.33.0 (the fix) keeps the forced token on 90 of 90 forced rows."),
+    "finding-flashinfer-ties": (
+        # the smallest tie group drawn whole: since issue 39's pr-flashinfer-v1 bundles
+        # (evidence/pr/), two tied maxima at p 1e-9 (before them: 10 tied at p 0.3)
+        "FlashInfer 0.7.2.post1's top-p-sampling sampler draws the whole tie group at the "
+        "boundary: with 2 tokens tied at logit 12 and p 9.9999997e-10, the reference's "
+        "nucleus holds 1 token(s), 1 of the group, and it drew 2 of the 2 tied tokens.",),
 }
