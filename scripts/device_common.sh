@@ -17,6 +17,15 @@ flock /tmp/topp-gate-site.lock sh -c '[ -f /tmp/site/.installed ] || {
     --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }' || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
 chmod 600 "$KEY" || exit 1  # run refuses a key others may read
+# pr and mutate reuse a verified base side only with the key's public half beside it
+# (PREFIX.pub); the calls of 2026-12-05 carried none, so their harmful runs ran the base again
+[ -f "${KEY%.key}.pub" ] || python3 - "$KEY" <<'PY' || exit 1
+import sys
+from pathlib import Path
+from harness.capture.signing import load_private_key, public_pem
+key = Path(sys.argv[1])
+key.with_suffix(".pub").write_bytes(public_pem(load_private_key(key).public_key()))
+PY
 
 # device_tar NAME DIR: DIR's files as $OUT/NAME.tar.xz.part-NN (15 MiB parts), ordered by
 # their path inside a bundle so the identical captured inputs of several bundles sit side by

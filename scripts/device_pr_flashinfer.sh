@@ -35,15 +35,6 @@ file=flashinfer/sampling.py
 old='        probs = torch.softmax(masked_logits, dim=-1)'
 new='        probs = torch.softmax(logits, dim=-1)'
 . scripts/device_common.sh
-# pr reuses a verified base side only with the key's public half beside it (PREFIX.pub; the
-# call of 2026-12-05 carried none, so its harmful run ran the base again)
-[ -f "${KEY%.key}.pub" ] || python3 - "$KEY" <<'PY' || exit 1
-import sys
-from pathlib import Path
-from harness.capture.signing import load_private_key, public_pem
-key = Path(sys.argv[1])
-key.with_suffix(".pub").write_bytes(public_pem(load_private_key(key).public_key()))
-PY
 export FLASHINFER_WORKSPACE_BASE=/tmp/fi-workspace MAX_JOBS=${MAX_JOBS:-16}
 work=/tmp/pr-flashinfer
 log=$OUT/pr-flashinfer.log
