@@ -8,8 +8,9 @@ from the base run's bundle (``--inputs-from``), made moments before by the same 
 
 * the bundle is opened with the run's public key (:func:`harness.core.verify.open_bundle`:
   signature, schema, file set), so only what that key signed is read;
-* its frozen manifest's cases must equal this run's, value for value (the mutant manifests
-  differ from the base's only in the patched side), else the run refuses in one line;
+* its frozen manifest's cases must equal this run's, value for value, but for each case's
+  dispatch ``paths`` (a mutant of the dispatch may take another path per case; the inputs
+  do not depend on it), else the run refuses in one line;
 * ``cases.json`` and every ``inputs/`` file are read through the signed statement: stored
   and raw size and sha256 checked before a byte is written here.
 
@@ -38,7 +39,7 @@ def copy_inputs(bundle: Path, public_key: Any, manifest: Manifest, work: Path) -
 
     view = open_bundle(bundle, public_key)
     frozen = json.loads(view.raw("manifest.json"))
-    if frozen.get("cases") != manifest.data["cases"]:
+    if _inputs_of(frozen.get("cases")) != _inputs_of(manifest.data["cases"]):
         raise UsageError(f"--inputs-from {printable(str(bundle))}: its cases are not this "
                          "manifest's; its captured inputs belong to another matrix")
     names = [str(s["name"]) for s in view.statement["subject"]]
@@ -50,3 +51,11 @@ def copy_inputs(bundle: Path, public_key: Any, manifest: Manifest, work: Path) -
         target = work / check_path(name)
         target.write_bytes(view.raw(name))
     return len(wanted)
+
+
+def _inputs_of(cases: Any) -> Any:
+    """The cases as the captured inputs depend on them: each without its ``paths``."""
+    if not isinstance(cases, list):
+        return cases
+    return [{k: v for k, v in c.items() if k != "paths"} if isinstance(c, dict) else c
+            for c in cases]

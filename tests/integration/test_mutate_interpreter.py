@@ -5,6 +5,7 @@ that :func:`check_summary` re-verifies and that a changed byte breaks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -70,8 +71,9 @@ def _frozen_tiny(tmp_path: Path) -> tuple[Path, Path, Path]:
     return repo, manifest, key
 
 
-def _inputs_from_refuses_other_cases_and_changed_bytes(base: Path, public, manifest,
+def _inputs_from_refuses_other_cases_and_changed_bytes(base: Path, public, frozen: Path,
                                                        tmp_path: Path):
+    manifest = load_manifest(frozen)
     other = load_manifest(REPO / "evidence" / "manifests" / "pr" / "pr-pytorch-v2.json")
     with pytest.raises(UsageError, match="its cases are not this manifest's"):
         copy_inputs(base, public, other, tmp_path / "other")
@@ -80,6 +82,11 @@ def _inputs_from_refuses_other_cases_and_changed_bytes(base: Path, public, manif
     stored = sorted((changed / "inputs").iterdir())[0]
     stored.write_bytes(stored.read_bytes()[:-1] + bytes([stored.read_bytes()[-1] ^ 1]))
     copy_inputs(base, public, manifest, tmp_path / "same")  # the base as it is: taken
+    # a dispatch mutant's manifest may route a case another way (``paths``, which only
+    # traffic cases carry, so set here on the parsed manifest): the inputs are the same
+    data = json.loads(frozen.read_bytes())
+    data["cases"][0]["paths"] = {"stock": "single", "patched": "single"}
+    copy_inputs(base, public, dataclasses.replace(manifest, data=data), tmp_path / "rerouted")
     with pytest.raises(HarnessError):
         copy_inputs(changed, public, manifest, tmp_path / "changed")
 
@@ -138,7 +145,7 @@ def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
     assert "building captured inputs" in (out / "logs" / "base.log").read_text()
     assert not list(tmp_path.glob(".mut.base-side-*"))  # the kept side's store is gone
     _inputs_from_refuses_other_cases_and_changed_bytes(out / "bundles" / "base", public,
-                                                       load_manifest(manifest), tmp_path)
+                                                       manifest, tmp_path)
     (out / "mutation.json").write_bytes((out / "mutation.json").read_bytes() + b" ")
     with pytest.raises(HarnessError):
         check_summary(out, public, roots=(repo,))
