@@ -29,10 +29,12 @@ PY
 
 # device_tar NAME DIR: DIR's files as $OUT/NAME.tar.xz.part-NN (15 MiB parts), ordered by
 # their path inside a bundle so the identical captured inputs of several bundles sit side by
-# side and xz stores them once; the archive's sha256 goes to stdout.
+# side and xz stores them once; the archive's sha256 goes to stdout. XZ_THREADS (default 1):
+# more threads compress 192 MiB blocks apart, faster on a 45-bundle run's 700 MB, each block
+# storing the shared inputs once more.
 device_tar() {
   (cd "$(dirname "$2")" && find "$(basename "$2")" -type f | LC_ALL=C sort -t/ -k3 -k2 \
-    | tar -cf - --no-recursion -T -) | xz -T1 -9 > "/tmp/$1.tar.xz"
+    | tar -cf - --no-recursion -T -) | xz -T"${XZ_THREADS:-1}" -9 > "/tmp/$1.tar.xz"
   sha256sum "/tmp/$1.tar.xz"
   split -b 15M -d "/tmp/$1.tar.xz" "$OUT/$1.tar.xz.part-"
 }

@@ -54,6 +54,7 @@ import sys
 import tarfile
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -348,8 +349,10 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
         # run, then verify at once: each bundle is verified while other runs go on (the
         # oracle rerun in worker processes, so the verifications of several threads overlap)
         name, mpath, patch, mutant = job
+        started = time.monotonic()
         code = _run_one(name, mpath, patch, options, options.out / "logs" / f"{name}.log",
                         store)
+        ran_s = time.monotonic() - started
         entry: dict[str, Any] = {"id": name, "run_exit": code,
                                  "manifest": _manifest_ref(mpath, options.out)}
         if mutant is not None and patch is not None:
@@ -358,9 +361,11 @@ def run_mutation(options: Options, say: Callable[[str], None] = lambda _m: None
                           "diff": _rel(patch, options.out), "diff_sha256": sha256_hex(diff),
                           "diff_lines": _changed_lines(diff)})
         entry.update(_judged(name, options, public_key, mpath))
-        say(f"{name}: run exit {code}, "
+        # the seconds say where a GPU call's time went (the run, then its verification)
+        say(f"{name}: run exit {code} after {ran_s:.0f} s, "
             + (f"verified {entry['verdict']['verdict']}" if entry.get("verified")
-               else "not verified"))
+               else "not verified")
+            + f" after {time.monotonic() - started - ran_s:.0f} s more")
         return entry
 
     try:
