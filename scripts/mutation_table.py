@@ -110,7 +110,10 @@ def _survivors(run: MutationRun) -> str:
 def _criterion(run: MutationRun) -> str:
     """vLLM's criterion as it fares on the base, then its kills: a criterion the unchanged
     base already fails kills every mutant by that batch alone, so the kills that tell a
-    mutant from the base are counted apart (a batch the base passes fails)."""
+    mutant from the base are counted apart (a batch the base passes fails). A run made
+    without it (FlashInfer's samplers draw tokens; the criterion compares kept counts) says so."""
+    if not run.criterion_run:
+        return "not run (`--no-vllm-criterion`: a sampler's draws are not kept counts)"
     said = (f"base fails {run.criterion_base_failed} of {run.criterion_batches} batches"
             if run.criterion_base_failed else f"base passes all {run.criterion_batches} batches")
     killed, of = run.criterion_kills

@@ -205,10 +205,14 @@ def mutation_run(folder: Path, key: Any, shown: str, root: Path,
             criterion_kills=bool(m.get("vllm_killed", False)),
             diff=diff.decode("utf-8", "replace"), changed=changed))
     g, v = s["kill_rate"]["gate"], s["kill_rate"]["vllm_criterion"]
-    base_batches = s["base"]["vllm_criterion"]["batches"]
+    # a run made with --no-vllm-criterion (FlashInfer's: its samplers draw tokens, and the
+    # criterion compares kept counts) records the criterion on no entry
+    criterion_run = "vllm_criterion" in s["base"]
+    base_batches = s["base"]["vllm_criterion"]["batches"] if criterion_run else []
     failed = {b["case"] for b in base_batches if not b["passes"]}
     telling = sum(any(not b["passes"] and b["case"] not in failed
-                      for b in m["vllm_criterion"]["batches"]) for m in s["mutants"])
+                      for b in m["vllm_criterion"]["batches"])
+                  for m in s["mutants"]) if criterion_run else 0
     return MutationRun(
         path=shown, matrix=str(s["manifest"]["name"]), rules=str(s["manifest"]["rules"]),
         backend=str(s["backend"]), catalogue=str(s["catalogue"]),
@@ -218,7 +222,8 @@ def mutation_run(folder: Path, key: Any, shown: str, root: Path,
         criterion_kills=(int(v["killed"]), int(v["of"])), mutants=tuple(mutants),
         survivors=tuple(s["survivors"]), signer=keyid(key),
         catalogue_entries=len(CATALOGUES[s["catalogue"]]), criterion_batches=len(base_batches),
-        criterion_base_failed=len(failed), criterion_telling=telling)
+        criterion_base_failed=len(failed), criterion_telling=telling,
+        criterion_run=criterion_run)
 
 
 def build(tasks: Sequence[Task], *, workers: int | None = None,

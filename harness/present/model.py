@@ -245,6 +245,7 @@ class MutationRun:
     criterion_batches: int = 0  # vLLM's criterion on the base: its batches
     criterion_base_failed: int = 0  # ... the batches the unchanged base already fails
     criterion_telling: int = 0  # mutants it kills on a batch the base passes
+    criterion_run: bool = True  # False: made with --no-vllm-criterion (FlashInfer's runs)
 
     @property
     def slug(self) -> str:

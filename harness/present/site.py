@@ -525,6 +525,11 @@ def _mass(value: float | None) -> str:
 # --- one page per mutation run ---------------------------------------------------------------
 
 
+def _criterion_said(run: bool, kills: bool) -> str:
+    """One mutant's vLLM criterion cell: not run (a run without it), killed or survived."""
+    return "not run" if not run else "killed" if kills else "survived"
+
+
 def mutation_page(m: MutationRun | RefusedRun) -> str:
     if isinstance(m, RefusedRun):
         return _page(f"refused: {m.path}", [
@@ -533,8 +538,11 @@ def mutation_page(m: MutationRun | RefusedRun) -> str:
             *_kv([("run", f"<code>{_e(m.path)}</code>"), ("error", f"<code>{_e(m.code)}</code>"),
                   ("reason", _e(m.reason))])], up="../")
     g, v = m.gate_kills, m.criterion_kills
+    criterion = (f"vLLM's own test criterion (reimplemented) killed {v[0]} of {v[1]}"
+                 if m.criterion_run else "vLLM's own test criterion was not run (a "
+                 "sampler's draws are not kept counts)")
     body = [f'<p id="verdict">the gate killed <strong>{g[0]} of {g[1]}</strong> mutants; '
-            f"vLLM's own test criterion (reimplemented) killed {v[0]} of {v[1]}.</p>",
+            f"{criterion}.</p>",
             *_kv([("run", f"<code>{_e(m.path)}</code>"), ("matrix", _e(m.matrix)),
                   ("rule set", f"<code>{_e(m.rules)}</code>"), ("backend", _e(m.backend)),
                   ("catalogue", _e(m.catalogue)),
@@ -565,7 +573,7 @@ def mutation_page(m: MutationRun | RefusedRun) -> str:
                     f"{'killed' if mu.killed else 'survived'} ({_e(mu.verdict)}"
                     f"{': ' + _e(', '.join(mu.reasons)) if mu.reasons else ''})</td>"
                     f"<td>{stopped}</td><td>{changed}</td>"
-                    f"<td>{'killed' if mu.criterion_kills else 'survived'}</td></tr>")
+                    f"<td>{_criterion_said(m.criterion_run, mu.criterion_kills)}</td></tr>")
     body.append("</table>")
     body.append("<p>Green: the gate stopped the mutant (killed); red: it survived.</p>")
     body.append("<h2>Each mutant's diff</h2>")

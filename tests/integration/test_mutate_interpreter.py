@@ -18,6 +18,8 @@ from harness.core.errors import HarnessError, UsageError
 from harness.core.keys import load_public_key
 from harness.core.manifest import load_manifest
 from harness.mutation.mutate import check_summary
+from harness.present.build import mutation_run
+from harness.present.site import mutation_page
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = REPO / "tests" / "assets" / "keys"
@@ -98,11 +100,17 @@ def test_without_base_reuse_every_run_runs_both_sides(tmp_path):
                  "--backend", "interpreter", "--jobs", "2", "--only", "drop-dup-mask",
                  "--no-base-reuse", "--no-vllm-criterion"])
     assert code == 0
-    summary = check_summary(out, load_public_key(KEYS / "test-only-signing.pub"), roots=(repo,))
+    public = load_public_key(KEYS / "test-only-signing.pub")
+    summary = check_summary(out, public, roots=(repo,))
     assert summary["mutants"][0]["killed"] is True
     for name in ("base", "drop-dup-mask"):
         assert "base_reused_from" not in _receipt(out / "bundles" / name)["predicate"][
             "environment"]
+    # a run without vLLM's criterion (FlashInfer's) is shown as such, not refused as
+    # malformed (the first FlashInfer mutation run, 2026-12-05, was)
+    run = mutation_run(out, public, "mut", repo, lambda _line: None)
+    assert (run.gate_kills, run.criterion_run) == ((1, 1), False)
+    assert "not run" in mutation_page(run)
 
 
 def test_mutate_kills_a_dropped_clause_and_signs_what_it_found(tmp_path):
