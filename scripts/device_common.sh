@@ -16,6 +16,12 @@ flock /tmp/topp-gate-site.lock sh -c '[ -f /tmp/site/.installed ] || {
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && touch /tmp/site/.installed; }' || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRITON_CACHE_DIR=/tmp/triton-cache
+# the sandbox every kernel child runs in: the image has no bubblewrap, so the carried .deb
+# (apt-get download bubblewrap) is unpacked here for every script (a call of 2026-12-05 that
+# left this to the caller's command forgot it, and each run rightly refused to start)
+if ! command -v bwrap > /dev/null && [ -f .carry/bubblewrap.deb ]; then
+  mkdir -p /tmp/bw && dpkg -x .carry/bubblewrap.deb /tmp/bw && export PATH=/tmp/bw/usr/bin:$PATH
+fi
 chmod 600 "$KEY" || exit 1  # run refuses a key others may read
 # pr and mutate reuse a verified base side only with the key's public half beside it
 # (PREFIX.pub); the calls of 2026-12-05 carried none, so their harmful runs ran the base again

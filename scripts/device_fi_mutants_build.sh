@@ -64,7 +64,8 @@ for id in base $ids; do
 done
 wait
 for id in base $ids; do
-  if [ -e "$work/built/$id.ok" ]; then head -1 "$work/built/$id.log"
+  # the result line, not the log's first (FlashInfer's "Building JIT module" comes first)
+  if [ -e "$work/built/$id.ok" ]; then grep -E "^$id ok " "$work/built/$id.log"
   elif [ -e "$work/built/$id.log" ]; then echo "== $id (not built):"; tail -60 "$work/built/$id.log"
   fi
 done >> "$log" 2>&1

@@ -38,13 +38,10 @@ new='        probs = torch.softmax(logits, dim=-1)'
 export FLASHINFER_WORKSPACE_BASE=/tmp/fi-workspace MAX_JOBS=${MAX_JOBS:-16}
 work=/tmp/pr-flashinfer
 log=$OUT/pr-flashinfer.log
-mkdir -p "$work/trees" "$work/results" "$FLASHINFER_WORKSPACE_BASE" /tmp/bw
+mkdir -p "$work/trees" "$work/results" "$FLASHINFER_WORKSPACE_BASE"
 tar -C "$work/trees" -xJf .carry/fi072-sources.tar.xz || exit 1
 pinned=$(find "$work/trees" -path "*/$file" | head -1)
 python3 scripts/make_pr_diffs.py "$pinned" "$work" "$file" "$old" "$new" || exit 1
-if [ -f .carry/bubblewrap.deb ] && dpkg -x .carry/bubblewrap.deb /tmp/bw; then
-  export PATH=/tmp/bw/usr/bin:$PATH
-fi
 # pr CHANGE NAME CACHE [FLAGS]: one 'topp-gate pr' into results/NAME (its output in
 # $OUT/pr-NAME.log), cut 45 s before the deadline (kept for packing the results)
 pr() {

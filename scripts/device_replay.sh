@@ -22,9 +22,7 @@ set -uo pipefail
 KEY=${KEY:-.carry/topp-gate-evidence-6.key}
 . scripts/device_common.sh
 REPLAYS=${REPLAYS:?name the replays, as in REPLAYS="vllm-42684"}
-mkdir -p /tmp/bw /tmp/replay-trees
-dpkg -x .carry/bubblewrap.deb /tmp/bw || exit 1
-export PATH=/tmp/bw/usr/bin:$PATH
+mkdir -p /tmp/replay-trees
 for sources in .carry/replay-sources.tar.xz .carry/fi06-sources.tar.xz; do
   [ -f "$sources" ] && { tar -C /tmp/replay-trees -xJf "$sources" || exit 1; }
 done

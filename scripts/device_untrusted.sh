@@ -15,9 +15,7 @@
 # Results in $OUT: untrusted-tests.log (pytest's report) or untrusted-bench.log.
 set -uo pipefail
 . scripts/device_common.sh
-mkdir -p /tmp/bw /tmp/cache/trees
-dpkg -x .carry/bubblewrap.deb /tmp/bw || exit 1
-export PATH=/tmp/bw/usr/bin:$PATH
+mkdir -p /tmp/cache/trees
 tar -C /tmp/cache/trees -xJf .carry/pr-sources.tar.xz || exit 1
 export TOPP_GATE_CACHE=/tmp/cache TOPP_GATE_SOURCES=/tmp/cache/trees TOPP_GATE_TEST_BACKEND=cuda
 part=${1:?say tests or bench}
