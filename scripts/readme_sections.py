@@ -54,6 +54,10 @@ MUTATION_RUNS = (
      "evidence/keys/topp-gate-evidence-6.pub"),
     ("evidence/mutation/pr-pytorch-cuda-v1-h100-20261205.tar.xz",
      "evidence/keys/topp-gate-evidence-6.pub"),
+    ("evidence/mutation/pr-cuda-v4-h100-20261205.tar.xz",
+     "evidence/keys/topp-gate-evidence-6.pub"),
+    ("evidence/mutation/pr-flashinfer-v2-h100-20261205-part1.tar.xz",
+     "evidence/keys/topp-gate-evidence-6.pub"),
 )
 
 
