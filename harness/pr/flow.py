@@ -91,7 +91,7 @@ NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4-smal
 NEWEST_PR_MATRICES = {families.DEFAULT: NEWEST_PR_MATRIX,
                       "vllm-pytorch": {"interpreter": "pr-pytorch-v2",
                                        "cuda": "pr-pytorch-cuda-v1"},
-                      "flashinfer": {"cuda": "pr-flashinfer-v2"}}
+                      "flashinfer": {"cuda": "pr-flashinfer-v3"}}
 PR_FAMILIES = tuple(NEWEST_PR_MATRICES)
 BASE_SCHEMA = "topp-gate/pr-base/v2"
 BASE_PAYLOAD_TYPE = "application/vnd.topp-gate.pr-base+json"
