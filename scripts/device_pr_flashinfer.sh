@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine (no network): 'topp-gate pr' for FlashInfer (issue 39), as
 # a contributor runs it. Base FlashInfer 0.7.2.post1 (its pin), the newest FlashInfer
-# PR matrix pr picks (pr-flashinfer-v2, rule set regression-support/v2; the first run, on an
-# H100 on 2026-12-05, had pr-flashinfer-v1 and regression-support/v1), three runs:
+# PR matrix pr picks (pr-flashinfer-v3, rule set regression-support/v2, its draws declared
+# and checked; the first run, on an H100 on 2026-12-05, had pr-flashinfer-v1 and
+# regression-support/v1), three runs:
 #   harmless      a comment added to flashinfer/sampling.py, both sides run (PASS expected);
 #   harmful-both  a harmful one-line change, both sides run (--no-reuse), at the same time as
 #                 harmless: it builds the harmful copy's JIT module while the others build

@@ -260,7 +260,7 @@ def write_cases(manifest: Manifest, out_dir: str | Path) -> dict[str, str]:
         for rel, data in case.files().items():
             (root / rel).write_bytes(data)
             digests[rel] = sha256_hex(data)
-    index = render_cases_index([case.layout for case in built])
+    index = render_cases_index([case.layout for case in built], manifest.sampling)
     index_path.write_bytes(index)
     digests["cases.json"] = sha256_hex(index)
     return digests

@@ -17,7 +17,10 @@ pinned set (the kernel file, or any other: a FlashInfer CUDA header), applied ex
 it is frozen by its sha256, the kernel file's sha256 after it, the file it changed
 (``path``), that file's new sha256 (``file_sha256``) and the candidate tree's digest
 (``tree_sha256``). The rule set is ``serve/v1`` when some case
-is a traffic case, else ``seed/v2``, unless given (``--rules``).
+is a traffic case, else ``seed/v2``, unless given (``--rules``). A matrix may declare the
+draws of its sampling paths (``sampling``: ``draws_per_row``, ``seed``, ``offset``; issue
+39), copied into the manifest when some case takes a path that draws on some side and
+refused otherwise; the kernel child draws with them and ``verify`` checks that it did.
 
 The manifest is written with its ``.sha256`` sibling (``sha256sum`` format); neither is
 ever overwritten. The result is parsed back with the manifest loader before it is kept.
@@ -40,9 +43,11 @@ from ..core.f32 import to_float32
 from ..core.limits import MAX_BATCH_V3, check_work
 from ..core.manifest import (
     FROZEN_SUFFIX,
+    SAMPLING_FIELDS,
     SCHEMA_V3,
     case_batch,
     load_manifest,
+    manifest_schema,
     parse_manifest,
     traffic_sampling,
 )
@@ -153,6 +158,47 @@ def case_paths(cases: list[dict[str, Any]], side: str, family: families.Family,
             case.setdefault("paths", {})[side] = path
 
 
+def matrix_sampling(matrix: dict[str, Any]) -> dict[str, int] | None:
+    """The matrix's declared draws (``sampling``), each value an integer in the range the
+    manifest schema allows (draws per row from 1, Philox seed and offset uint64), else a
+    one-line refusal before anything is resolved; None when it declares none."""
+    declared = matrix.get("sampling")
+    if declared is None:
+        return None
+    if not isinstance(declared, dict) or sorted(declared) != sorted(SAMPLING_FIELDS):
+        raise UsageError(f"matrix sampling: an object of exactly {', '.join(SAMPLING_FIELDS)}")
+    ranges = manifest_schema()["$defs"]["samplingDraws"]["properties"]
+    for name in SAMPLING_FIELDS:
+        value, low, high = declared[name], ranges[name]["minimum"], ranges[name]["maximum"]
+        if type(value) is not int or not low <= value <= high:
+            raise UsageError(f"matrix sampling: {name} {value!r} is not an integer in "
+                             f"{low}..{high}")
+    return {name: declared[name] for name in SAMPLING_FIELDS}
+
+
+def _used_paths(entry: dict[str, Any], cases: list[dict[str, Any]], name: str) -> set[str]:
+    """The paths side ``name`` takes on some case: a case's own, else the side's own."""
+    used = {c["paths"][name] for c in cases if name in c.get("paths", {})}
+    if any(name not in c.get("paths", {}) for c in cases):
+        used.add(entry["dispatch"])
+    return used
+
+
+def _check_sampling_draws(entries: dict[str, dict[str, Any]], cases: list[dict[str, Any]],
+                          sampling: dict[str, int] | None) -> None:
+    """A declared sampling needs a case that some side takes on a path that draws (the
+    family's ``sampling_paths``); else nothing would read it, and it is refused."""
+    if sampling is None:
+        return
+    for name in SIDES:
+        family = families.get(entries[name]["family"])
+        if _used_paths(entries[name], cases, name) & set(family.sampling_paths):
+            return
+    found = " and ".join(sorted({str(entries[n]["family"]) for n in SIDES}))
+    raise UsageError(f"matrix sampling: no case takes a path that draws tokens on either "
+                     f"side ({found}); only a sampling path reads the declared draws")
+
+
 def _check_samplers_judged_by_support(entries: dict[str, dict[str, Any]],
                                       cases: list[dict[str, Any]], rules: str) -> None:
     """A sampling path returns draws, not a mask: only ``support/v1`` and
@@ -164,10 +210,7 @@ def _check_samplers_judged_by_support(entries: dict[str, dict[str, Any]],
     for name in SIDES:
         family = families.get(entries[name]["family"])
         # the side's own path counts only where some case takes it (has no path of its own)
-        used = {c["paths"][name] for c in cases if name in c.get("paths", {})}
-        if any(name not in c.get("paths", {}) for c in cases):
-            used.add(entries[name]["dispatch"])
-        drawn = sorted(used & set(family.sampling_paths))
+        drawn = sorted(_used_paths(entries[name], cases, name) & set(family.sampling_paths))
         if drawn:
             raise UsageError(f"{name} side: {family.id} path {drawn[0]} draws tokens; a "
                              f"sampler is judged by rule set {SUPPORT_V1}, not {rules} (use a "
@@ -285,6 +328,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
                          "lowercase letters, digits, '.', '_' or '-'")
     matrix = load_matrix(matrix_spec)
     _check_matrix_limits(matrix)  # before any pin is resolved or wheel fetched
+    sampling = matrix_sampling(matrix)
     predeclared = matrix.get("rules")
     if rules is not None and predeclared is not None and rules != predeclared:
         raise UsageError(f"--rules {rules}: the matrix predeclares rule set {predeclared}")
@@ -302,6 +346,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
             case_paths(cases, name, families.get(entries[name]["family"]), kernel,
                        entries[name]["dispatch"])
     _check_samplers_judged_by_support(entries, cases, rules)
+    _check_sampling_draws(entries, cases, sampling)
     described = ", ".join(
         f"{name} {_what(entries[name])} {printable(entries[name]['version'])} "
         f"({entries[name]['dispatch']} path"
@@ -314,6 +359,7 @@ def new_manifest(sides: dict[str, SideSpec], matrix_spec: str, out: Path, *,
         "sources": {"sides": entries},
         "backend": matrix["backend"],
         "limits": matrix["limits"],
+        **({"sampling": sampling} if sampling is not None else {}),
         "cases": cases,
     }
     raw = (json.dumps(document, indent=2) + "\n").encode("utf-8")

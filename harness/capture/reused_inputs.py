@@ -10,7 +10,8 @@ from the base run's bundle (``--inputs-from``), made moments before by the same 
   signature, schema, file set), so only what that key signed is read;
 * its frozen manifest's cases must equal this run's, value for value, but for each case's
   dispatch ``paths`` (a mutant of the dispatch may take another path per case; the inputs
-  do not depend on it), else the run refuses in one line;
+  do not depend on it), and its declared ``sampling`` this run's (``cases.json`` carries
+  it to the kernel child), else the run refuses in one line;
 * ``cases.json`` and every ``inputs/`` file are read through the signed statement: stored
   and raw size and sha256 checked before a byte is written here.
 
@@ -39,7 +40,8 @@ def copy_inputs(bundle: Path, public_key: Any, manifest: Manifest, work: Path) -
 
     view = open_bundle(bundle, public_key)
     frozen = json.loads(view.raw("manifest.json"))
-    if _inputs_of(frozen.get("cases")) != _inputs_of(manifest.data["cases"]):
+    if _inputs_of(frozen.get("cases")) != _inputs_of(manifest.data["cases"]) \
+            or frozen.get("sampling") != manifest.data.get("sampling"):
         raise UsageError(f"--inputs-from {printable(str(bundle))}: its cases are not this "
                          "manifest's; its captured inputs belong to another matrix")
     names = [str(s["name"]) for s in view.statement["subject"]]

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, families
-from ..core.cases_index import check_against_manifest, parse_cases_index
+from ..core.cases_index import check_index
 from ..core.digest import sha256_hex
 from ..core.errors import EvidenceDriftError, UsageError
 from ..core.judge import CaseBytes, RowSpec, judge_cases
@@ -400,8 +400,7 @@ def _run_claimed(options: RunOptions, manifest: Manifest, started: float, *,
         _say(progress, f"building captured inputs for {len(manifest.cases)} cases")
         write_cases(manifest, work)
         cases_raw = (work / "cases.json").read_bytes()
-        layout = parse_cases_index(cases_raw)
-        check_against_manifest(layout, manifest)
+        layout = check_index(cases_raw, manifest)
         clock.timings["build_cases_s"] = clock.since_start()
 
         results, run_stops = run_children(manifest, sides, private, backend, work, layout,

@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("--backend", choices=("auto", "cuda", "interpreter"), default="auto",
                         help="auto (default): cuda when torch sees a CUDA device, else "
                         "Triton's interpreter on the CPU. FlashInfer (family flashinfer, "
-                        "matrix pr-flashinfer-v2) runs on CUDA only: on the CPU it is "
+                        "matrix pr-flashinfer-v3) runs on CUDA only: on the CPU it is "
                         "refused")
     parser.add_argument("--matrix", default=None, metavar="NAME|FILE",
                         help="another matrix than the newest PR matrix of the family and "

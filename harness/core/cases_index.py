@@ -8,12 +8,12 @@ the frozen manifest alone (:func:`check_against_manifest`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import call_pattern, schema
 from .errors import BindingMismatchError, MalformedEvidenceError
-from .manifest import CaseLayout, Manifest, RowLayout, expected_layout
+from .manifest import SAMPLING_FIELDS, CaseLayout, Manifest, RowLayout, expected_layout
 from .names import FORCED, TRAFFIC
 from .strictjson import loads_strict
 
@@ -25,9 +25,15 @@ def cases_schema() -> dict[str, Any]:
     return schema.load(SCHEMA_RESOURCE)
 
 
-def render_cases_index(layout: Sequence[CaseLayout]) -> bytes:
-    """The exact ``cases.json`` bytes for ``layout`` (2-space indent, fixed key order, LF)."""
-    document = {"schema": SCHEMA, "cases": [case.to_json() for case in layout]}
+def render_cases_index(layout: Sequence[CaseLayout],
+                       sampling: Mapping[str, int] | None = None) -> bytes:
+    """The exact ``cases.json`` bytes for ``layout`` (2-space indent, fixed key order, LF);
+    ``sampling``: the manifest's declared draws (:attr:`Manifest.sampling`), which the
+    kernel child reads here (absent when none is declared: the bytes of every index before)."""
+    document: dict[str, Any] = {"schema": SCHEMA}
+    if sampling is not None:
+        document["sampling"] = {name: int(sampling[name]) for name in SAMPLING_FIELDS}
+    document["cases"] = [case.to_json() for case in layout]
     return (json.dumps(document, indent=2, ensure_ascii=True) + "\n").encode("ascii")
 
 
@@ -72,6 +78,18 @@ def _case(entry: dict[str, Any]) -> CaseLayout:
                 f"cases.json: case {cid} row {index}: forced id outside vocab {case.vocab}"
             )
     return case
+
+
+def check_index(raw: bytes, manifest: Manifest) -> list[CaseLayout]:
+    """``cases.json`` bytes parsed, their cases exactly the manifest's expected layout and
+    their declared sampling the manifest's (none when it declares none)."""
+    layout = parse_cases_index(raw)
+    check_against_manifest(layout, manifest)
+    declared = loads_strict(raw, "cases.json").get("sampling")
+    if declared != manifest.sampling:
+        raise BindingMismatchError("cases.json sampling", str(manifest.sampling),
+                                   str(declared), said_by="the manifest")
+    return layout
 
 
 def check_against_manifest(layout: Sequence[CaseLayout], manifest: Manifest) -> None:

@@ -66,6 +66,8 @@ FROZEN_SUFFIX = ".sha256"
 MAX_MANIFEST_BYTES = 1 << 20  # the H200 matrix is 11 kB; a manifest is never near this
 MAX_FROZEN_HASH_BYTES = 4096
 _FLOAT32_MAX_KEY = 0x7F7FFFFF  # ordered-integer key of the largest finite float32
+# a version 3 manifest's declared draws of its sampling paths (``sampling``; issue 39)
+SAMPLING_FIELDS = ("draws_per_row", "seed", "offset")
 
 
 # --- layout (what cases.json must hold) ----------------------------------------------------
@@ -224,6 +226,16 @@ class Manifest:
         """The rule set that judges this manifest's rows: version 3 names it; versions 1 and
         2 predate rule-set ids and are judged by the seed's rules."""
         return str(self.data.get("rules", LEGACY_RULES))
+
+    @property
+    def sampling(self) -> dict[str, int] | None:
+        """The declared draws of every sampling call (``draws_per_row``, ``seed``,
+        ``offset``; version 3 may declare them, from ``pr-flashinfer-v3`` on), or None: a
+        sampling family then draws with its own constants, which nothing checks."""
+        declared = self.data.get("sampling")
+        if declared is None:
+            return None
+        return {name: int(declared[name]) for name in SAMPLING_FIELDS}
 
     def family(self, side: str) -> str:
         """The kernel family of ``side`` (version 3 names it; before: vLLM's Triton)."""

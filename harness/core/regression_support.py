@@ -44,15 +44,22 @@ and whether the change altered it (its output bytes differ from the base's) in
 ``base_defect_rows``; the change's stops are listed by reason in ``broken_rows``
 (:func:`harness.core.regression_v2.verdict_extra`).
 
-*Draws and seeds.* Each sampling call draws 64 tokens per row (``indices`` repeats the
-batch 64 times) with the fixed Philox seed 20261201 and offset 0, ``deterministic=True``:
-the FlashInfer family's ``DRAWS`` and ``SEED`` (``harness/families/flashinfer.py``). They
-are not fields of the manifest or the matrix (neither schema has one): each case's kernel
-evidence records them (``draws_per_row``, ``seed``, ``offset``, beside the per-row
-``draws``), and the receipt signs that evidence; this rule set reads the per-row counts
-only, and does not itself check the recorded seed. Both sides draw with the same seed, so
-a change that leaves the kernel's arithmetic and its use of the random stream as they were
-draws exactly the base's tokens.
+*Draws and seeds.* Each sampling call draws ``draws_per_row`` tokens per row (``indices``
+repeats the batch that many times) with a Philox ``seed`` and ``offset``,
+``deterministic=True``. A version 3 manifest may declare the three (``sampling``; every
+FlashInfer PR matrix from ``pr-flashinfer-v3`` on does, with 64, 20261201 and 0): the
+parent passes them to the kernel child in the cases index, the child draws with them and
+records them in each sampling case's evidence (``draws_per_row``, ``seed``, ``offset`` in
+the path's proof, beside the per-row ``draws``), and ``verify`` refuses the bundle (a
+binding mismatch, exit 4) when either side's record of a case that draws names other values
+or a row's counts do not sum to ``draws_per_row``
+(:func:`harness.core.verify_bindings.check_sampling`): the code under test cannot choose its
+seed. A manifest that declares none (``pr-flashinfer-v1``, ``-v2``) is drawn with the
+FlashInfer family's constants ``DRAWS`` and ``SEED`` (64, 20261201, offset 0;
+``harness/families/flashinfer.py``), recorded the same way and not checked; its bundles
+verify as before. This rule set reads the per-row counts only, whichever applies. Both sides
+draw with the same seed, so a change that leaves the kernel's arithmetic and its use of the
+random stream as they were draws exactly the base's tokens.
 
 *The probability of a false stop.* A change whose draws equal the base's (a comment, a
 refactor: any change that leaves the sampled ids as they were) never stops: every
@@ -67,9 +74,10 @@ a stop on a base-defect sampling row says the change drew differently there, not
 worse; the answer names the row and the base's defect beside it.
 
 *The probability of a miss.* A bug that moves probability mass ``eps`` of a row outside the
-allowed set (where the base puts none) is missed on that row only when all 64 draws land
-inside: probability ``(1 - eps) ** 64`` (0.53 at eps 0.01, 0.04 at eps 0.05, 0.001 at eps
-0.1), and ``(1 - eps) ** (64 r)`` over ``r`` rows it hits alike. A bug that only reweights
+allowed set (where the base puts none) is missed on that row only when all its draws land
+inside: with 64 draws per row probability ``(1 - eps) ** 64`` (0.53 at eps 0.01, 0.04 at
+eps 0.05, 0.001 at eps 0.1), and ``(1 - eps) ** (64 r)`` over ``r`` rows it hits alike
+(``draws_per_row`` for 64 where a manifest declares another count). A bug that only reweights
 tokens inside the allowed set is not stopped by these rules (``support/v1``'s
 goodness-of-fit statistic stays a diagnostic).
 

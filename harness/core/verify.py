@@ -85,6 +85,7 @@ from .verify_bindings import (
     check_evidence_digests,
     check_library_binding,
     check_pins,
+    check_sampling,
     judgement,
 )
 from .verify_rerun import check_report, rerun
@@ -308,6 +309,7 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
     check_pins(manifest, predicate)
     check_dispatch(manifest, predicate)
     check_evidence_digests(artifacts, layout, predicate)
+    check_sampling(manifest, layout, predicate)
     library = check_library_binding(manifest, predicate)
     if require_library and library not in ("bound", "not applicable"):
         raise BindingMismatchError("library binding (--require-library-binding)",

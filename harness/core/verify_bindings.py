@@ -55,7 +55,7 @@ def bound_layout(artifacts: Artifacts, predicate: dict[str, Any], manifest: Any)
     from .manifest import expected_layout
 
     layout = expected_layout(manifest)
-    expected = render_cases_index(layout)
+    expected = render_cases_index(layout, manifest.sampling)
     if CASES not in artifacts.subjects:
         raise MalformedEvidenceError(f"receipt lacks artifact {CASES}")
     digest = artifacts.digest(CASES)
@@ -236,6 +236,59 @@ def check_evidence_digests(artifacts: Artifacts, layout: list[Any],
                         f"{side} kernel evidence {key} of case {case.id} vs {path}",
                         artifacts.digest(path), str(record.get(key)))
             check_recorded_call(side, case.id, case.batch, case.vocab, case.call, record)
+
+
+def check_sampling(manifest: Any, layout: list[Any], predicate: dict[str, Any]) -> None:
+    """When the manifest declares its draws (``sampling``, ``pr-flashinfer-v3`` on), each
+    side's record of a case that records draws (or any of ``draws_per_row``, ``seed``,
+    ``offset`` in its path's proof) must record exactly the declared three there, and one
+    row of draws per row of the case whose counts sum to ``draws_per_row``: the parent
+    declares the seed, the child cannot choose it. A manifest that declares none checks
+    nothing here (the family's constants, recorded but unchecked, as before)."""
+    from .manifest import SAMPLING_FIELDS
+
+    declared = manifest.sampling
+    if declared is None:
+        return
+    for side in SIDES:
+        records = _evidence_records(side, predicate["kernel_path"][side])
+        for case in layout:
+            record = records.get(case.id, {})
+            proof = record.get(manifest.dispatch(side, case.id))
+            proof = proof if isinstance(proof, dict) else {}
+            if "draws" not in record and not set(SAMPLING_FIELDS) & set(proof):
+                continue  # a path that does not draw
+            where = f"{side} kernel evidence of case {case.id}"
+            for name in SAMPLING_FIELDS:
+                found = proof.get(name)
+                if type(found) is not int or found != declared[name]:
+                    raise BindingMismatchError(f"{where}: {name}", str(declared[name]),
+                                               short(found), said_by="the manifest's sampling")
+            rows = record.get("draws")
+            if not isinstance(rows, list) or len(rows) != case.batch:
+                raise BindingMismatchError(f"{where}: draws", f"one list per row ({case.batch})",
+                                           short(rows), said_by="the manifest's sampling")
+            for index, row in enumerate(rows):
+                total = _draw_total(row)
+                if total != declared["draws_per_row"]:
+                    raise BindingMismatchError(
+                        f"{where} row {index}: draws", f"{declared['draws_per_row']} in all",
+                        "a malformed record" if total is None else str(total),
+                        said_by="the manifest's sampling")
+
+
+def _draw_total(row: Any) -> int | None:
+    """The sum of one row's recorded counts (``[[token, count], ...]``, each count a positive
+    int), or None when the row is not such a list."""
+    if not isinstance(row, list):
+        return None
+    total = 0
+    for pair in row:
+        if not (isinstance(pair, list) and len(pair) == 2
+                and all(type(v) is int for v in pair) and pair[1] > 0):
+            return None
+        total += pair[1]
+    return total
 
 
 def judgement(predicate: dict[str, Any], manifest: Any) -> tuple[str, str]:

@@ -156,6 +156,13 @@ class Family:
         """The observer proving ``dispatch``; ``AttributeError`` when the module lacks it."""
         raise NotImplementedError
 
+    def declare_sampling(self, sampling: Mapping[str, Any]) -> dict[str, Any]:
+        """The manifest's declared draws of every sampling call (``draws_per_row``,
+        ``seed``, ``offset``: the cases index's ``sampling``), given before any case runs;
+        returns evidence fields. A family that draws nothing ignores them (``manifest new``
+        refuses a declaration that no case's path reads)."""
+        return {}
+
     def check_case(self, module: Any, dispatch: str, case: dict[str, Any]) -> None:
         """Refuse (``KernelChildError``) a case that cannot take ``dispatch``."""
 

@@ -45,9 +45,13 @@ samplers):
   deterministic=True, seed, offset)``) and ``top-k-top-p-sampling``
   (``top_k_top_p_sampling_from_logits(logits, k, p, indices, deterministic=True, seed,
   offset)``): :data:`DRAWS` draws per row in one call (``indices`` repeats the batch; k and
-  p stay one per input row, which FlashInfer reads at ``indices[i]``), with the fixed
+  p stay one per input row, which FlashInfer reads at ``indices[i]``), with Philox seed
   :data:`SEED` and offset 0; kept = the tokens drawn; the per-row counts are recorded in the
-  case's evidence (``draws``).
+  case's evidence (``draws``). A manifest that declares its draws (``sampling``, from
+  ``pr-flashinfer-v3`` on) sets the draws per row, the seed and the offset instead
+  (:meth:`FlashInfer.declare_sampling`, read from the cases index before any case runs);
+  each sampling case's proof records the three it drew with (``draws_per_row``, ``seed``,
+  ``offset``), and ``verify`` requires the declared ones.
 
 Which sampler a batch gets (``manifest new``'s per-case guess, :meth:`FlashInfer.
 guess_case_path`) is what vLLM 0.33.0's ``flashinfer_sample``
@@ -128,7 +132,7 @@ import stat
 import sys
 import time
 import types
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -150,8 +154,8 @@ ENTRIES = {
     TOP_K_SAMPLING: "top_k_sampling_from_probs",
 }
 SAMPLING = (TOP_P_SAMPLING, TOP_K_SAMPLING, TOP_K_TOP_P_SAMPLING)
-DRAWS = 64  # predeclared draws per row of a sampling path
-SEED = 20261201  # the fixed Philox seed of every sampling call (offset 0)
+DRAWS = 64  # draws per row of a sampling path, for a manifest that declares none
+SEED = 20261201  # the Philox seed of every sampling call (offset 0), likewise
 
 CSRC = ("csrc/sampling.cu", "csrc/renorm.cu", "csrc/flashinfer_sampling_binding.cu",
         "csrc/sampling_utils.h", "csrc/tvm_ffi_utils.h")
@@ -222,6 +226,9 @@ class FlashInfer(Family):
     # set in the kernel child by the call just made (read by its observer's proof)
     _draws: list[list[list[int]]] | None = None
     _probs_sha256: str | None = None
+    # (draws per row, Philox seed, offset) of every sampling call: the manifest's when the
+    # cases index declares them (declare_sampling), else the constants
+    drawing: tuple[int, int, int] = (DRAWS, SEED, 0)
 
     def closure(self, names: Collection[str], read: Callable[[str], bytes]) -> Any:
         from ..pins.closure import Closure, closure
@@ -283,7 +290,18 @@ class FlashInfer(Family):
         return {"flashinfer_version": version, "bare_packages": self._bare,
                 "flashinfer_modules_loaded": len(loaded) - len(self._bare),
                 "tvm_ffi_version": getattr(tvm_ffi, "__version__", None),
-                "draws_per_row": DRAWS, "seed": SEED}
+                "draws_per_row": self.drawing[0], "seed": self.drawing[1]}
+
+    def declare_sampling(self, sampling: Mapping[str, Any]) -> dict[str, Any]:
+        """Draw with the manifest's declared draws per row, seed and offset (the cases
+        index's ``sampling``); returns them as evidence fields."""
+        values = [sampling.get(name) for name in ("draws_per_row", "seed", "offset")]
+        ints = [v for v in values if type(v) is int and 0 <= v < 1 << 64]
+        if len(ints) != 3 or ints[0] < 1:
+            raise KernelChildError(f"cases index: declared sampling {dict(sampling)!r} is not "
+                                   "draws_per_row >= 1 and a uint64 seed and offset")
+        self.drawing = (ints[0], ints[1], ints[2])
+        return {"draws_per_row": ints[0], "seed": ints[1], "offset": ints[2]}
 
     def prepare(self, module: Any, dispatch: str, backend: str) -> dict[str, Any]:
         if backend != "cuda":
@@ -323,18 +341,21 @@ class FlashInfer(Family):
             order = (torch.arange(batch, device=logits.device, dtype=torch.int32)
                      if indices is None else indices.to(logits.device))
             width = int(order.shape[0])
-            repeated = order.repeat(DRAWS)
+            draws, seed, offset = self.drawing
+            repeated = order.repeat(draws)
             if dispatch == TOP_P_SAMPLING:
-                drawn = fn(probs, p, indices=repeated, deterministic=True, seed=SEED, offset=0)
+                drawn = fn(probs, p, indices=repeated, deterministic=True, seed=seed,
+                           offset=offset)
             elif dispatch == TOP_K_SAMPLING:
-                drawn = fn(probs, k, indices=repeated, deterministic=True, seed=SEED, offset=0)
+                drawn = fn(probs, k, indices=repeated, deterministic=True, seed=seed,
+                           offset=offset)
             else:
-                drawn = fn(logits, k, p, indices=repeated, deterministic=True, seed=SEED,
-                           offset=0)
-            drawn = drawn.view(DRAWS, width).to(torch.int64)
+                drawn = fn(logits, k, p, indices=repeated, deterministic=True, seed=seed,
+                           offset=offset)
+            drawn = drawn.view(draws, width).to(torch.int64)
             self._draws = _count_draws(drawn.cpu(), order.cpu().to(torch.int64), batch)
             kept = torch.zeros_like(logits, dtype=torch.bool)
-            rows = order.to(torch.int64).repeat(DRAWS)
+            rows = order.to(torch.int64).repeat(draws)
             kept[rows, drawn.reshape(-1)] = True
         return torch.where(kept, logits, torch.full_like(logits, float("-inf")))
 
@@ -375,7 +396,8 @@ class _Recording:
         proof = self.inner.proof(batch)
         draws = getattr(self.family, "_draws", None)
         if draws is not None:  # the child moves "draws" into the case record
-            proof.update(draws=draws, draws_per_row=DRAWS, seed=SEED, offset=0)
+            count, seed, offset = self.family.drawing
+            proof.update(draws=draws, draws_per_row=count, seed=seed, offset=offset)
         probs = getattr(self.family, "_probs_sha256", None)
         if probs is not None:
             proof["probs_sha256"] = probs

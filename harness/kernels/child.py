@@ -37,6 +37,9 @@ child:
    when every p is 1.0: :func:`sampler_arguments`) while the family's observer of the
    case's path watches (no change to the module); a case without that proof fails; a
    sampling family's proof may carry the per-row ``draws``, which go into the case's record;
+   a sampling family draws with the cases index's ``sampling`` when the manifest declares
+   one (``Family.declare_sampling``: draws per row, Philox seed and offset, which the proof
+   records and ``verify`` checks), else with its own constants;
 4. writes ``<case id>.out.f32`` and ``evidence.json``.
 
 The request's ``dispatch`` names the path to prove (default: the family's), and its
@@ -568,6 +571,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(10**6)
         cases_path = Path(request["cases"])
         index = json.loads(cases_path.read_text(encoding="utf-8"))
+        if index.get("sampling") is not None:  # the manifest's declared draws, not the child's
+            evidence.update(kernel.family.declare_sampling(index["sampling"]))
         evidence["cases"] = run_cases(torch, kernel, request, index, cases_path.parent,
                                       out_dir)
         failed = [r["id"] for r in evidence["cases"] if r["status"] != "ok"]

@@ -62,7 +62,7 @@ from ..capture.run import (
 )
 from ..core import dsse
 from ..core.bundle import evidence_name, output_name
-from ..core.cases_index import check_against_manifest, parse_cases_index
+from ..core.cases_index import check_index
 from ..core.digest import sha256_hex
 from ..core.errors import HarnessError, UsageError
 from ..core.judge import judge_cases
@@ -91,7 +91,7 @@ NEWEST_PR_MATRIX = {"cuda": "pr-cuda-v4", "interpreter": "pr-interpreter-v4-smal
 NEWEST_PR_MATRICES = {families.DEFAULT: NEWEST_PR_MATRIX,
                       "vllm-pytorch": {"interpreter": "pr-pytorch-v2",
                                        "cuda": "pr-pytorch-cuda-v1"},
-                      "flashinfer": {"cuda": "pr-flashinfer-v2"}}
+                      "flashinfer": {"cuda": "pr-flashinfer-v3"}}
 PR_FAMILIES = tuple(NEWEST_PR_MATRICES)
 BASE_SCHEMA = "topp-gate/pr-base/v2"
 BASE_PAYLOAD_TYPE = "application/vnd.topp-gate.pr-base+json"
@@ -440,8 +440,9 @@ def _kernel_side_digest() -> str:
 
 def base_key(manifest: Manifest, backend: str, keyid: str) -> dict[str, Any]:
     """Everything the base side's outputs depend on: the frozen cases (the change's paths
-    taken out), the backend block, the base's manifest entry (its pin sha256, digests,
-    family, dispatch path and any patch), the backend, the runtime and the child's code;
+    taken out), the backend block, the declared draws of a sampler (when the manifest
+    declares them), the base's manifest entry (its pin sha256, digests, family, dispatch
+    path and any patch), the backend, the runtime and the child's code;
     and what a reuse must match besides: the rule set that judges it, the whole harness's
     digest and the id of the key that keeps it."""
     from ..core.provenance import HARNESS_TREE, installed_digest
@@ -456,6 +457,7 @@ def base_key(manifest: Manifest, backend: str, keyid: str) -> dict[str, Any]:
         "schema": BASE_SCHEMA,
         "cases_sha256": sha256_hex(json.dumps(cases, sort_keys=True).encode()),
         "backend_block": dict(manifest.backend),
+        **({"sampling": manifest.sampling} if manifest.sampling is not None else {}),
         "base": stock,
         "backend": backend,
         "runtime": _runtime(backend),
@@ -686,8 +688,7 @@ def run_bundle(manifest_path: Path, bundle: Path, signer: Signer, options: PrOpt
                 say(f"building captured inputs for {len(manifest.cases)} cases")
                 write_cases(manifest, work)
             cases_raw = (work / "cases.json").read_bytes()
-            layout = parse_cases_index(cases_raw)
-            check_against_manifest(layout, manifest)
+            layout = check_index(cases_raw, manifest)
             clock.timings["build_cases_s"] = clock.since_start()
             kept = None
             if reuse_key is not None:

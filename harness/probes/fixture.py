@@ -6,6 +6,12 @@ the verifier never regenerates inputs from seeds) whose "kernel outputs" are the
 kept set applied to the inputs (no kernel ever ran). The stock side of forced rows is fully
 masked, as the real defect does. Every bundle made here carries ``"synthetic": true`` in its
 kernel-path evidence and environment. The caller writes it with the real writer.
+
+A manifest that declares its draws (``sampling``) makes a sampler's evidence: every case of
+each side records its kept tokens as the row's draws (one each, the rest on the first, so
+each row's counts sum to the declared draws per row) and its proof the declared draws per
+row, seed and offset, as a sampling family's kernel child does; every case's proof sits
+under the path the manifest declares for it.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from ..core.errors import InternalError
 from ..core.f32 import encode, runtime_p, to_float32
 from ..core.judge import CaseBytes, RowSpec, judge_cases
 from ..core.manifest import expected_layout, parse_manifest, row_ks, traffic_sampling
-from ..core.names import SIDES
+from ..core.names import SIDES, SPLIT
 from ..core.oracle import Ambiguous, reference, top_k_top_p
 from ..core.report import DEFAULT_REPORT, LEGACY_REPORT, ReportInputs, render_markdown
 from ..core.rulesets import rule_set
@@ -101,6 +107,10 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     outputs: dict[str, dict[str, bytes | str]] = {"stock": {}, "patched": {}}
     cases = []
     top_k = rule_set(rules).top_k
+    sampling = parsed.sampling
+    paths = {c.id: {side: parsed.dispatch(side, c.id) for side in SIDES} for c in layout}
+    split = {c.id: all(path == SPLIT for path in paths[c.id].values()) for c in layout}
+    draws: dict[str, dict[str, list[Any]]] = {side: {} for side in SIDES}
     for case, case_spec in zip(layout, manifest["cases"], strict=True):
         built = _built(case_spec, case) if built_inputs else None
         rows, ps = built[0] if built is not None else _rows_for(manifest, case, rnd,
@@ -136,10 +146,20 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         outputs["patched"][case.id] = encode(patched)
         if stock_failure and case.kind == "ordinary":
             outputs["stock"][case.id] = stock_failure
+        if sampling is not None:
+            for side, values in (("stock", stock), ("patched", patched)):
+                if isinstance(outputs[side][case.id], bytes):
+                    draws[side][case.id] = [
+                        _drawn(values[i * case.vocab:(i + 1) * case.vocab],
+                               sampling["draws_per_row"], case.id) for i in range(len(rows))]
         cases.append(CaseBytes(case.id, case.vocab,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],
-                               outputs["patched"][case.id], split_path=True, k=k_bytes))
+                               outputs["patched"][case.id], split_path=split[case.id], k=k_bytes,
+                               split_sides=(tuple(p == SPLIT for p in paths[case.id].values())
+                                            if parsed.receipt_paths else None),  # type: ignore[arg-type]
+                               draws={s: draws[s][case.id] for s in SIDES
+                                      if case.id in draws[s]} or None))
     rows_result = judge_cases(cases, rules=rules)
     # Shaped like a kernel child's evidence (backend, per-case split-path proof and the
     # hashes of the bytes read and written), because the verifier binds the receipt's
@@ -149,7 +169,9 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
     evidence = {side: (json.dumps({"synthetic": True, "side": side, "backend": backend,
                                    **named,
                                    "note": "SYNTHETIC TEST FIXTURE: no kernel ran",
-                                   "cases": [_record(c, inputs, outputs[side][c.id])
+                                   "cases": [_record(c, inputs, outputs[side][c.id],
+                                                     paths[c.id][side], sampling,
+                                                     draws[side].get(c.id))
                                              for c in layout]},
                                   indent=2) + "\n").encode() for side in SIDES}
     verdict_result = rule_set(rules).verdict(rows_result, [])
@@ -158,12 +180,12 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
                    for side in SIDES}
     return with_report(BundleContent(
         manifest=manifest_raw,
-        cases=render_cases_index(layout),
+        cases=render_cases_index(layout, sampling),
         case_ids=[c.id for c in layout],
         inputs=inputs,
         outputs=outputs,
         evidence=evidence,
-        split_path={c.id: True for c in layout},
+        split_path=split,
         rows=rows_result,
         run_stops=[],
         verdict=verdict_result,
@@ -173,8 +195,7 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         timings={"total_s": 0.0},
         limits=dict(manifest["limits"]),
         judgement={"rules": rules, "report": DEFAULT_REPORT},
-        paths=({c.id: {side: parsed.dispatch(side) for side in SIDES} for c in layout}
-               if parsed.receipt_paths else None),
+        paths=paths if parsed.receipt_paths else None,
     ), manifest)
 
 
@@ -218,9 +239,22 @@ def _call_files(case: Any, rnd: random.Random) -> dict[str, bytes]:
     return files
 
 
-def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[str, Any]:
-    """One case of a synthetic kernel evidence record (what a kernel child writes)."""
-    record: dict[str, Any] = {"id": case.id, "split": {"proven": True},
+def _drawn(row: Sequence[float], count: int, case_id: str) -> list[list[int]]:
+    """A row's kept tokens as its draws: one each, the rest of ``count`` on the first."""
+    kept = [token for token, value in enumerate(row) if value != NEG]
+    if not 1 <= len(kept) <= count:
+        raise InternalError(f"synthetic fixture: case {case_id} keeps {len(kept)} tokens on a "
+                            f"row, which {count} draws cannot record")
+    return [[token, 1 + (count - len(kept) if i == 0 else 0)] for i, token in enumerate(kept)]
+
+
+def _record(case: Any, inputs: dict[str, bytes], output: bytes | str, path: str = SPLIT,
+            sampling: Mapping[str, int] | None = None,
+            draws: list[Any] | None = None) -> dict[str, Any]:
+    """One case of a synthetic kernel evidence record (what a kernel child writes): its
+    path's proof, and a sampler's draws and the declared sampling they were drawn with."""
+    proof: dict[str, Any] = {"proven": True}
+    record: dict[str, Any] = {"id": case.id, path: proof,
                               "logits_sha256": sha256_hex(inputs[case.logits_path]),
                               "p_sha256": sha256_hex(inputs[case.p_path])}
     if case.k_path is not None:
@@ -240,4 +274,7 @@ def _record(case: Any, inputs: dict[str, bytes], output: bytes | str) -> dict[st
             record["padding_intact"] = True
     if isinstance(output, bytes):
         record["output_sha256"] = sha256_hex(output)
+    if sampling is not None and draws is not None:
+        record["draws"] = draws
+        proof.update(sampling)
     return record

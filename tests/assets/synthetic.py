@@ -131,3 +131,26 @@ def write_serve(dest: Path, *, key: Path = SIGNING_KEY, **variant: Any) -> Writt
     bundle = fixture.content(MANIFEST_SERVE, sources=SOURCES_V3, **variant)
     return write_bundle(dest, bundle, load_private_key(key),
                         max_bytes=MANIFEST_SERVE["limits"]["max_bundle_bytes"])
+
+
+# A version 3 manifest of a sampler's pull request (FlashInfer-like sides, regression-support
+# /v2) that declares its draws (``sampling``): the fixture records each kept token as drawn,
+# every row's counts summing to 64, and the declared seed and offset in each case's proof.
+# Top-k at most 20 on every row, so 64 draws can record every kept token.
+MANIFEST_SAMPLING: dict[str, Any] = {
+    **MANIFEST_V3,
+    "name": "synthetic-test-fixture-sampling",
+    "rules": "regression-support/v2",
+    "limits": {**MANIFEST["limits"], "max_batch": 128},
+    "sources": {"sides": {
+        side: {**entry, "dispatch": "top-k-top-p-sampling", "family": "flashinfer"}
+        for side, entry in MANIFEST_V3["sources"]["sides"].items()}},
+    "sampling": {"draws_per_row": 64, "seed": 20261201, "offset": 0},
+    "cases": [
+        {"id": "sample-bf16-v200", "kind": "traffic", "vocab": 200, "batch": 6, "seed": 3,
+         "rows": {"round": "bf16"},
+         "sampling": [{"k": 20}, {"k": 5, "p": "0.8"}, {"k": 12, "p": "0.5"}]},
+        {"id": "sample-v128", "kind": "traffic", "vocab": 128, "batch": 2, "seed": 4,
+         "rows": {"round": "bf16"}, "sampling": [{"k": 3, "p": "0.5"}, {"k": 10, "p": "0.9"}]},
+    ],
+}

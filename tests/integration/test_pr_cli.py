@@ -101,13 +101,13 @@ def test_a_family_without_a_pr_matrix_is_refused_naming_what_is_supported(
 def test_flashinfer_on_the_cpu_is_refused_naming_its_cuda_matrix(tmp_path, signing_key, capsys,
                                                                  backend):
     """FlashInfer runs on CUDA only: on this CPU machine, asked for the interpreter or left
-    to auto, pr refuses in one line (exit 2) naming pr-flashinfer-v2, and writes nothing."""
+    to auto, pr refuses in one line (exit 2) naming pr-flashinfer-v3, and writes nothing."""
     out = tmp_path / "out"
     base, change = PINS / "flashinfer-0.6.0.json", PINS / "flashinfer-0.6.1.json"
     assert main(["pr", str(base), "--change", str(change), "--backend", backend,
                  "--key", str(signing_key), "--out", str(out)]) == 2
     line = _one_line(capsys)
-    assert "family flashinfer runs on CUDA only" in line and "pr-flashinfer-v2" in line
+    assert "family flashinfer runs on CUDA only" in line and "pr-flashinfer-v3" in line
     assert ("--backend interpreter was given" in line) == (backend == "interpreter")
     assert not out.exists()
 

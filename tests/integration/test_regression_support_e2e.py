@@ -20,6 +20,7 @@ import torch_sampler  # noqa: E402  (registers the family "torch-sampler")
 
 from harness.capture.manifest_new import SideSpec, new_manifest  # noqa: E402
 from harness.cli import main  # noqa: E402
+from harness.core.errors import UsageError  # noqa: E402
 from harness.core.manifest import load_manifest  # noqa: E402
 from harness.pins.pinning import pin  # noqa: E402
 from harness.pins.sources import kernel_diff  # noqa: E402
@@ -154,3 +155,72 @@ def test_pr_answers_a_sampler_change_by_row_and_reuses_the_base(tmp_path, capsys
     assert out.startswith("STOP: the change broke 5 of 9 rows")
     assert "  sample-v256[0]  mass_outside_growth,new_fault,outside_support_growth  sample" in out
     assert "base: reused" in out, out
+
+
+SAMPLING = {"draws_per_row": 16, "seed": 7, "offset": 3}
+
+
+def _freeze(tmp_path: Path, pin_path: Path, matrix: dict, name: str, **spec):
+    path = tmp_path / f"{name}-matrix.json"
+    path.write_text(json.dumps(matrix), encoding="utf-8")
+    out = tmp_path / "gate" / f"{name}.json"
+    new_manifest({side: SideSpec(pin_path, **spec) for side in ("stock", "patched")},
+                 str(path), out, cache=tmp_path / "cache")
+    return out
+
+
+def test_manifest_new_freezes_the_declared_draws_and_refuses_bad_or_unread_ones(tmp_path,
+                                                                               pinned):
+    result, _ = pinned
+    frozen = _freeze(tmp_path, result.path, {**MATRIX, "sampling": SAMPLING}, "declared")
+    assert load_manifest(frozen).sampling == SAMPLING
+    assert json.loads(frozen.read_bytes())["sampling"] == SAMPLING
+    assert load_manifest(_freeze(tmp_path, result.path, MATRIX, "none")).sampling is None
+    for bad, says in [({**SAMPLING, "draws_per_row": 0}, "draws_per_row 0 is not an integer"),
+                      ({**SAMPLING, "seed": 1 << 64}, "seed 18446744073709551616 is not"),
+                      ({**SAMPLING, "offset": -1}, "offset -1 is not an integer in 0.."),
+                      ({**SAMPLING, "seed": True}, "seed True is not an integer"),
+                      ({"seed": 7}, "an object of exactly draws_per_row, seed, offset")]:
+        with pytest.raises(UsageError) as err:
+            _freeze(tmp_path, result.path, {**MATRIX, "sampling": bad}, "bad")
+        assert says in str(err.value) and "\n" not in str(err.value)
+        assert not (tmp_path / "gate" / "bad.json").exists()
+    # no case draws when both sides take the mask path: nothing would read the declaration
+    masks = {**MATRIX, "sampling": SAMPLING, "rules": "regression/v2",
+             "cases": [{k: v for k, v in c.items() if k != "paths"} for c in MATRIX["cases"]
+                       if c["kind"] == "traffic"]}
+    with pytest.raises(UsageError, match="no case takes a path that draws tokens on either "
+                                         r"side \(torch-sampler\)"):
+        _freeze(tmp_path, result.path, masks, "masks", dispatch="mask")
+
+
+@pytest.mark.slow
+def test_the_kernel_child_draws_with_the_declared_values_and_verify_holds_it_to_them(
+        tmp_path, capsys, signing_key, pinned):
+    """run with a manifest that declares 16 draws, seed 7, offset 3: the cases index carries
+    them, every sampling case's record of each side drew with them (16 draws a row), the
+    bundle verifies, and its inputs refuse to be reused for a manifest declaring others."""
+    from harness.capture.reused_inputs import copy_inputs
+    from harness.core.keys import load_public_key
+
+    result, _ = pinned
+    frozen = _freeze(tmp_path, result.path, {**MATRIX, "sampling": SAMPLING}, "declared")
+    bundle = tmp_path / "bundle"
+    assert main(["run", "--manifest", str(frozen), "--out", str(bundle), "--key",
+                 str(signing_key), "--cache", str(tmp_path / "cache")]) == 0, \
+        capsys.readouterr().err
+    assert json.loads((bundle / "cases.json").read_bytes())["sampling"] == SAMPLING
+    for side in ("stock", "patched"):
+        evidence = _receipt(bundle)["kernel_path"][side]
+        assert {k: evidence[k] for k in SAMPLING} == SAMPLING
+        drawing = [r for r in evidence["cases"] if "draws" in r]
+        assert [r["id"] for r in drawing] == ["sample-v256", "forced-v256"]
+        for record in drawing:
+            assert {k: record["sample"][k] for k in SAMPLING} == SAMPLING
+            assert all(sum(c for _, c in row) == 16 for row in record["draws"])
+    assert main(["verify", str(bundle), "--pubkey", str(PUB), "--frozen-manifest",
+                 str(frozen)]) == 0, capsys.readouterr()
+    other = _freeze(tmp_path, result.path, {**MATRIX, "sampling": {**SAMPLING, "seed": 8}},
+                    "other")
+    with pytest.raises(UsageError, match="its cases are not this manifest's"):
+        copy_inputs(bundle, load_public_key(PUB), load_manifest(other), tmp_path / "reuse")

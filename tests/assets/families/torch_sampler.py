@@ -3,7 +3,10 @@
 Two dispatch paths, as FlashInfer has: ``sample`` draws :data:`DRAWS` tokens per row (a
 sampling path: the output row holds the input logit at every drawn token, -inf elsewhere, and
 the per-row draw counts go into the case's evidence), and ``mask`` (a deterministic top-k then
-top-p mask). Each is proven by observing that its entry ran exactly once. The kernel's sources
+top-p mask). Each is proven by observing that its entry ran exactly once. Like FlashInfer's,
+it draws with the manifest's declared draws per row, seed and offset when the cases index
+carries them (``declare_sampling``; the CPU generator is seeded with seed + offset), else
+with :data:`DRAWS` and :data:`SEED`. The kernel's sources
 live in ``torch_sampler_tree/`` beside this file; tests gate a pull request to it with rule set
 ``regression-support/v1`` end to end on the CPU, where FlashInfer cannot run.
 """
@@ -43,7 +46,8 @@ class _Observer:
                  "observed_by": "sys.setprofile on code objects", "proven": not problems,
                  "problems": problems}
         if self.family.draws is not None:  # the child moves "draws" into the case record
-            proof.update(draws=self.family.draws, draws_per_row=DRAWS, seed=SEED, offset=0)
+            count, seed, offset = self.family.drawing
+            proof.update(draws=self.family.draws, draws_per_row=count, seed=seed, offset=offset)
         return proof
 
 
@@ -57,9 +61,14 @@ class TorchSampler(families.Family):
     default_dispatch = "sample"
     sampling_paths = ("sample",)
     draws: list[list[list[int]]] | None = None
+    drawing: tuple[int, int, int] = (DRAWS, SEED, 0)
 
     def package_info(self, module: Any, loaded: list[str]) -> dict[str, Any]:
         return {"draws_per_row": DRAWS, "seed": SEED}
+
+    def declare_sampling(self, sampling: Any) -> dict[str, Any]:
+        self.drawing = (sampling["draws_per_row"], sampling["seed"], sampling["offset"])
+        return dict(sampling)
 
     def observer(self, module: Any, dispatch: str, backend: str, num_sm: int) -> Any:
         return _Observer(getattr(module, dispatch), self)
@@ -73,7 +82,8 @@ class TorchSampler(families.Family):
         p = torch.ones(batch) if p is None else p
         if dispatch == "mask":
             return module.mask(logits, k, p)
-        drawn = module.sample(logits, k, p, DRAWS, SEED)
+        count, seed, offset = self.drawing
+        drawn = module.sample(logits, k, p, count, (seed + offset) % (1 << 64))
         self.draws = [[[int(t), int(c)] for t, c in zip(*row.unique(return_counts=True),
                                                          strict=True)] for row in drawn]
         kept = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, drawn, True)

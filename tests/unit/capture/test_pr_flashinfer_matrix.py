@@ -173,3 +173,24 @@ def test_version_2_is_version_1_judged_by_regression_support_v2():
     assert v2.sources == v1.sources
     matrix = json.loads((ROOT / "harness/data/matrices" / f"{name}.json").read_text())
     assert matrix["cases"] == json.loads(MATRIX.read_text())["cases"]
+
+
+def test_version_3_is_version_2_with_its_draws_declared():
+    # pr-flashinfer-v3: v2's frozen cases, sides, limits, backend and rule set, plus the
+    # declared draws (issue 39), equal to the constants v1 and v2 drew with: the same draws,
+    # now passed to the child by the parent and checked by verify
+    name = "pr-flashinfer-v3"
+    frozen = ROOT / "evidence/manifests/pr" / f"{name}.json"
+    raw = frozen.read_bytes()
+    assert (frozen.parent / f"{name}.json.sha256").read_text() == \
+        f"{sha256_hex(raw)}  {name}.json\n"
+    v2 = load_manifest(ROOT / "evidence/manifests/pr/pr-flashinfer-v2.json")
+    v3 = load_manifest(frozen)
+    assert v3.rules == v2.rules == "regression-support/v2"
+    assert v3.cases == v2.cases and v3.limits == v2.limits and v3.backend == v2.backend
+    assert v3.sources == v2.sources and v2.sampling is None
+    assert v3.sampling == {"draws_per_row": flashinfer.DRAWS, "seed": flashinfer.SEED,
+                           "offset": 0} == {"draws_per_row": 64, "seed": 20261201, "offset": 0}
+    matrix = json.loads((ROOT / "harness/data/matrices" / f"{name}.json").read_text())
+    assert matrix["cases"] == json.loads(MATRIX.read_text())["cases"]
+    assert matrix["sampling"] == v3.sampling and matrix["rules"] == v3.rules

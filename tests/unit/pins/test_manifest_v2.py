@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.capture.manifest_new import SideSpec, detect_dispatch, matrix_names, new_manifest
+from harness.capture.manifest_new import (
+    SideSpec,
+    detect_dispatch,
+    load_matrix,
+    matrix_names,
+    new_manifest,
+)
 from harness.cli import main
 from harness.core.errors import ManifestError, UsageError
 from harness.core.manifest import PINNED_BY_FILE, PINNED_INLINE, load_manifest, parse_manifest
@@ -88,9 +94,14 @@ def test_every_predeclared_matrix_makes_a_valid_manifest(tmp_path):
     assert {"forced-logit", "smoke", "sweep", "forced-interpreter"} <= set(matrix_names())
     for name in matrix_names():
         out = tmp_path / f"{name}.json"
-        new_manifest({"stock": SideSpec(PINS / "vllm-0.30.0.json", "split"),
-                      "patched": SideSpec(PINS / "vllm-0.33.0.json", "split")}, name, out,
-                     cache=tmp_path / "empty")
+        sides = {"stock": SideSpec(PINS / "vllm-0.30.0.json", "split"),
+                 "patched": SideSpec(PINS / "vllm-0.33.0.json", "split")}
+        if "sampling" in load_matrix(name):  # declared draws: read by a sampling path only
+            with pytest.raises(UsageError, match="no case takes a path that draws tokens"):
+                new_manifest(sides, name, out, cache=tmp_path / "empty")
+            sides = {side: SideSpec(PINS / "flashinfer-0.7.2.post1.json", "top-p-sampling")
+                     for side in sides}
+        new_manifest(sides, name, out, cache=tmp_path / "empty")
         assert load_manifest(out).cases
 
 
