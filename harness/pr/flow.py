@@ -238,7 +238,8 @@ def check_patch_shape(data: bytes) -> None:
                          "change as --change TREE")
     if not hunks:
         raise UsageError("patch: no hunks found (expected a unified diff of one pinned file, "
-                         f"such as the kernel file {kernel})")
+                         f"such as vLLM's kernel file {kernel} or one of FlashInfer's CUDA "
+                         "headers)")
 
 
 def check_change_spec(spec: str) -> None:
