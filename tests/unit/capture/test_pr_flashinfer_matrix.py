@@ -159,15 +159,19 @@ def test_air_top_p_rows_keep_p_away_from_float32_summation_noise():
     assert checked >= 14
 
 
+def _frozen(name: str):
+    """The committed frozen manifest NAME, its bytes held to its .sha256 sibling."""
+    frozen = ROOT / "evidence/manifests/pr" / f"{name}.json"
+    assert (frozen.parent / f"{name}.json.sha256").read_text() == \
+        f"{sha256_hex(frozen.read_bytes())}  {name}.json\n"
+    return load_manifest(frozen)
+
+
 def test_version_2_is_version_1_judged_by_regression_support_v2():
     # pr-flashinfer-v2: the same frozen cases, sides, limits and backend; only the rule set
     # (and the name and description) differ, so v1's design and its tests hold for it
     name = "pr-flashinfer-v2"
-    frozen = ROOT / "evidence/manifests/pr" / f"{name}.json"
-    raw = frozen.read_bytes()
-    assert (frozen.parent / f"{name}.json.sha256").read_text() == \
-        f"{sha256_hex(raw)}  {name}.json\n"
-    v1, v2 = load_manifest(FROZEN), load_manifest(frozen)
+    v1, v2 = load_manifest(FROZEN), _frozen(name)
     assert v2.rules == "regression-support/v2" and v1.rules == "regression-support/v1"
     assert v2.cases == v1.cases and v2.limits == v1.limits and v2.backend == v1.backend
     assert v2.sources == v1.sources
@@ -180,12 +184,7 @@ def test_version_3_is_version_2_with_its_draws_declared():
     # declared draws (issue 39), equal to the constants v1 and v2 drew with: the same draws,
     # now passed to the child by the parent and checked by verify
     name = "pr-flashinfer-v3"
-    frozen = ROOT / "evidence/manifests/pr" / f"{name}.json"
-    raw = frozen.read_bytes()
-    assert (frozen.parent / f"{name}.json.sha256").read_text() == \
-        f"{sha256_hex(raw)}  {name}.json\n"
-    v2 = load_manifest(ROOT / "evidence/manifests/pr/pr-flashinfer-v2.json")
-    v3 = load_manifest(frozen)
+    v2, v3 = _frozen("pr-flashinfer-v2"), _frozen(name)
     assert v3.rules == v2.rules == "regression-support/v2"
     assert v3.cases == v2.cases and v3.limits == v2.limits and v3.backend == v2.backend
     assert v3.sources == v2.sources and v2.sampling is None
