@@ -156,8 +156,9 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],
                                outputs["patched"][case.id], split_path=split[case.id], k=k_bytes,
-                               split_sides=(tuple(p == SPLIT for p in paths[case.id].values())
-                                            if parsed.receipt_paths else None),  # type: ignore[arg-type]
+                               split_sides=((paths[case.id]["stock"] == SPLIT,
+                                             paths[case.id]["patched"] == SPLIT)
+                                            if parsed.receipt_paths else None),
                                draws={s: draws[s][case.id] for s in SIDES
                                       if case.id in draws[s]} or None))
     rows_result = judge_cases(cases, rules=rules)
