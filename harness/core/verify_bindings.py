@@ -242,9 +242,12 @@ def check_sampling(manifest: Any, layout: list[Any], predicate: dict[str, Any]) 
     """When the manifest declares its draws (``sampling``, ``pr-flashinfer-v3`` on), each
     side's record of a case that records draws (or any of ``draws_per_row``, ``seed``,
     ``offset`` in its path's proof) must record exactly the declared three there, and one
-    row of draws per row of the case whose counts sum to ``draws_per_row``: the parent
-    declares the seed, the child cannot choose it. A manifest that declares none checks
-    nothing here (the family's constants, recorded but unchecked, as before)."""
+    row of draws per row of the case whose counts sum to ``draws_per_row`` for every output
+    row that reads it: once without an index array, as often as the row occurs in the
+    case's ``indices`` with one (FlashInfer's output j draws from row ``indices[j]``; a row
+    no output reads has none). The parent declares the seed, the child cannot choose it. A
+    manifest that declares none checks nothing here (the family's constants, recorded but
+    unchecked, as before)."""
     from .manifest import SAMPLING_FIELDS
 
     declared = manifest.sampling
@@ -268,11 +271,17 @@ def check_sampling(manifest: Any, layout: list[Any], predicate: dict[str, Any]) 
             if not isinstance(rows, list) or len(rows) != case.batch:
                 raise BindingMismatchError(f"{where}: draws", f"one list per row ({case.batch})",
                                            short(rows), said_by="the manifest's sampling")
+            indices = case.call.indices
             for index, row in enumerate(rows):
                 total = _draw_total(row)
-                if total != declared["draws_per_row"]:
+                outputs = 1 if indices is None else indices.count(index)
+                expected = declared["draws_per_row"] * outputs
+                if total != expected:
+                    said = f"{expected} in all" + ("" if indices is None else
+                                                   f" (read by {outputs} output"
+                                                   f"{'' if outputs == 1 else 's'})")
                     raise BindingMismatchError(
-                        f"{where} row {index}: draws", f"{declared['draws_per_row']} in all",
+                        f"{where} row {index}: draws", said,
                         "a malformed record" if total is None else str(total),
                         said_by="the manifest's sampling")
 

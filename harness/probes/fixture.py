@@ -9,7 +9,8 @@ kernel-path evidence and environment. The caller writes it with the real writer.
 
 A manifest that declares its draws (``sampling``) makes a sampler's evidence: every case of
 each side records its kept tokens as the row's draws (one each, the rest on the first, so
-each row's counts sum to the declared draws per row) and its proof the declared draws per
+each row's counts sum to the declared draws per row for every output row that reads it,
+as FlashInfer counts a case with ``indices``) and its proof the declared draws per
 row, seed and offset, as a sampling family's kernel child does; every case's proof sits
 under the path the manifest declares for it.
 """
@@ -149,9 +150,14 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
         if sampling is not None:
             for side, values in (("stock", stock), ("patched", patched)):
                 if isinstance(outputs[side][case.id], bytes):
+                    # as FlashInfer counts them: per input row, over every output row
+                    # that reads it (``indices``), so a row read twice has twice the draws
+                    reads = case.call.indices
                     draws[side][case.id] = [
                         _drawn(values[i * case.vocab:(i + 1) * case.vocab],
-                               sampling["draws_per_row"], case.id) for i in range(len(rows))]
+                               sampling["draws_per_row"] * (1 if reads is None
+                                                            else reads.count(i)), case.id)
+                        for i in range(len(rows))]
         cases.append(CaseBytes(case.id, case.vocab,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],
@@ -241,7 +247,10 @@ def _call_files(case: Any, rnd: random.Random) -> dict[str, bytes]:
 
 
 def _drawn(row: Sequence[float], count: int, case_id: str) -> list[list[int]]:
-    """A row's kept tokens as its draws: one each, the rest of ``count`` on the first."""
+    """A row's kept tokens as its draws: one each, the rest of ``count`` on the first; none
+    for a row no output reads (``count`` 0)."""
+    if count == 0:
+        return []
     kept = [token for token, value in enumerate(row) if value != NEG]
     if not 1 <= len(kept) <= count:
         raise InternalError(f"synthetic fixture: case {case_id} keeps {len(kept)} tokens on a "

@@ -185,3 +185,51 @@ def test_a_manifest_without_declared_draws_checks_none(tmp_path):
     bundle = write_bundle(tmp_path / "b", content, load_private_key(synthetic.SIGNING_KEY),
                           max_bytes=manifest["limits"]["max_bundle_bytes"]).path
     assert verify_bundle(bundle, PUB).verdict["verdict"] == "PASS"
+
+
+# --- a case with an index array (FlashInfer's ``indices``) -----------------------------------
+
+#: MANIFEST_SAMPLING with a case whose outputs read row 0 twice, rows 1 and 2 once and row 3
+#: never, as ``pr-flashinfer-v3``'s indices cases do (the H100 run of 2026-12-05 found every
+#: such bundle refused: 128 draws on row 0 were held to 64)
+INDEXED = {**synthetic.MANIFEST_SAMPLING, "cases": [
+    *synthetic.MANIFEST_SAMPLING["cases"],
+    {"id": "sample-indices-v64", "kind": "traffic", "vocab": 64, "batch": 4, "seed": 5,
+     "rows": {"round": "bf16"}, "sampling": [{"k": 4, "p": "0.9"}],
+     "call": {"indices": [0, 2, 0, 1], "indices_dtype": "int64"}}]}
+
+
+def _indexed_bundle(dest: Path, edit=None) -> Path:
+    content = fixture.content(INDEXED, sources=synthetic.SOURCES_V3)
+    if edit is not None:
+        evidence = json.loads(content.evidence["patched"])
+        edit(evidence["cases"][-1]["draws"])
+        content = fixture.with_report(dataclasses.replace(content, evidence={
+            **content.evidence, "patched": (json.dumps(evidence, indent=2) + "\n").encode()}),
+            INDEXED)
+    return write_bundle(dest, content, load_private_key(synthetic.SIGNING_KEY),
+                        max_bytes=INDEXED["limits"]["max_bundle_bytes"]).path
+
+
+def test_a_row_read_by_several_outputs_holds_the_draws_of_each(tmp_path):
+    content = fixture.content(INDEXED, sources=synthetic.SOURCES_V3)
+    for side in ("stock", "patched"):
+        draws = json.loads(content.evidence[side])["cases"][-1]["draws"]
+        assert [sum(c for _, c in row) for row in draws] == [128, 64, 64, 0]
+    assert verify_bundle(_indexed_bundle(tmp_path / "b"), PUB).verdict["verdict"] == "PASS"
+
+
+@pytest.mark.parametrize("row, delta, says, found", [
+    (0, -64, r"row 0: draws: .* says 128 in all \(read by 2 outputs\), found 64", None),
+    (1, 1, r"row 1: draws: .* says 64 in all \(read by 1 output\), found 65", None),
+    (3, 0, r"row 3: draws: .* says 0 in all \(read by 0 outputs\), found 1", [[0, 1]]),
+])
+def test_indexed_draws_of_another_count_are_refused(tmp_path, row, delta, says, found):
+    def edit(draws):
+        if found is not None:
+            draws[row] = found
+        else:
+            draws[row][0][1] += delta
+
+    with pytest.raises(BindingMismatchError, match="sample-indices-v64 " + says):
+        verify_bundle(_indexed_bundle(tmp_path / "b", edit), PUB)
