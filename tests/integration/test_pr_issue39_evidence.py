@@ -1,12 +1,18 @@
 """The committed GPU `topp-gate pr` evidence of issue 39 verifies offline, as VERIFYING.md says.
 
-Two archives, each the device's own (an NVIDIA H100, 2026-12-05; no H200 could be started):
+Three archives, each the device's own (an NVIDIA H100, 2026-12-05; no H200 could be started):
 
 * `evidence/pr/pr-flashinfer-v1-h100-20261205.tar.xz`: FlashInfer 0.7.2.post1 against a
   harmless change (a comment in `flashinfer/sampling.py`: PASS), and a harmful one-line change
   (`top_k_top_p_sampling_from_logits` takes the softmax of the unmasked logits: top-k is lost
   before top-p sampling) run twice, both sides (`harmful-both`) and reusing the base side the
   harmless run verified (`harmful`): STOP on the same 64 rows, every one a sampling row;
+* `evidence/pr/pr-flashinfer-v3-h100-20261205.tar.xz`: the same three runs on the matrix
+  `pr` takes now, `pr-flashinfer-v3` (rule set `regression-support/v2`, its draws declared in
+  the manifest: 64 per row, seed 20261201, offset 0, checked in each side's evidence). On the
+  device each run signed its bundle and then refused it (exit 4): the verifier held a row that
+  two outputs read through `indices` to 64 draws, not 128 (fixed in `fa9e280`); here every
+  bundle verifies with its verdict, the draws of such rows included;
 * `evidence/pr/pr-pytorch-cuda-v1-h100-20261205.tar.xz`: vLLM 0.33.0's PyTorch path, a
   harmless comment (PASS) and the top-p mask's `<=` as `<` (STOP on the five dyadic rows where
   the cumulative sum meets 1 - p exactly).
@@ -29,7 +35,9 @@ from harness.mutation.mutate import mutation_folder
 ROOT = Path(__file__).resolve().parents[2]
 KEY = ROOT / "evidence/keys/topp-gate-evidence-6.pub"
 FLASHINFER = ROOT / "evidence/pr/pr-flashinfer-v1-h100-20261205.tar.xz"
+FLASHINFER_V3 = ROOT / "evidence/pr/pr-flashinfer-v3-h100-20261205.tar.xz"
 PYTORCH = ROOT / "evidence/pr/pr-pytorch-cuda-v1-h100-20261205.tar.xz"
+FLASHINFER_PIN = ROOT / "evidence/pins/flashinfer-0.7.2.post1.json"
 
 
 def _verify(folder: Path, rules: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
@@ -57,6 +65,31 @@ def test_flashinfer_pr_bundles_verify_with_their_verdicts(capsys: pytest.Capture
         assert len(_rows(both)) == 64
         code, refused = _verify(results / "harmless", "regression/v2", capsys)
         assert code == 4 and refused["verified"] is False
+
+
+def test_flashinfer_v3_pr_bundles_verify_with_their_declared_draws(
+        capsys: pytest.CaptureFixture[str]):
+    with mutation_folder(FLASHINFER_V3) as results:
+        for name in ("harmless", "harmful-both", "harmful"):
+            frozen = json.loads((results / name / "pr.json").read_text())
+            assert frozen["sampling"] == {"draws_per_row": 64, "seed": 20261201, "offset": 0}
+        code, harmless = _verify(results / "harmless", "regression-support/v2", capsys)
+        assert code == 0 and harmless["verified"] is True and not harmless["broken_rows"]
+        code, both = _verify(results / "harmful-both", "regression-support/v2", capsys)
+        assert code == 1 and both["verified"] is True
+        code, again = _verify(results / "harmful", "regression-support/v2", capsys)
+        assert code == 1 and again["verified"] is True
+        assert again["broken_rows"] == both["broken_rows"]
+        # the change loses top-k before top-p sampling: the indices case that takes both
+        # stops too, its row 0 read twice (128 draws held to 2 x 64)
+        assert len(_rows(both)) == 64
+        assert {f"indices-topk-topp-bf16-v4096-b4[{i}]" for i in (0, 1, 3)} <= _rows(both)
+        code = main(["verify", str(results / "harmless" / "bundle"), "--pubkey", str(KEY),
+                     "--frozen-manifest", str(results / "harmless" / "pr.json"),
+                     "--require-base", str(FLASHINFER_PIN),
+                     "--require-patch", str(results / "harmful" / "change.diff")])
+        capsys.readouterr()
+        assert code == 4  # the harmless bundle gated another diff than the harmful one
 
 
 def test_pytorch_path_pr_bundles_verify_with_their_verdicts(capsys: pytest.CaptureFixture[str]):
