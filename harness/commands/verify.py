@@ -306,6 +306,11 @@ def _print_text(result: Any, regenerated: int | None) -> None:
               + ("" if result.library_binding == "bound" else
                  " (nothing binds the loaded library to the pinned sources; "
                  "--require-library-binding refuses this)"))
+    if result.sampling is not None:
+        drawn = result.sampling
+        print(f"  draws: {drawn['draws_per_row']} a row for each output reading it, seed "
+              f"{drawn['seed']}, offset {drawn['offset']}, as the manifest declares; both "
+              "sides' evidence records them on every case that draws")
     for line in side_lines(result.sides, result.change, result.recorded):
         print(line)
     if result.required:

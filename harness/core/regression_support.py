@@ -52,7 +52,7 @@ parent passes them to the kernel child in the cases index, the child draws with 
 records them in each sampling case's evidence (``draws_per_row``, ``seed``, ``offset`` in
 the path's proof, beside the per-row ``draws``), and ``verify`` refuses the bundle (a
 binding mismatch, exit 4) when either side's record of a case that draws names other values
-or a row's counts do not sum to ``draws_per_row``
+or a row's counts do not sum to ``draws_per_row`` for each output that reads the row
 (:func:`harness.core.verify_bindings.check_sampling`): the code under test cannot choose its
 seed. A manifest that declares none (``pr-flashinfer-v1``, ``-v2``) is drawn with the
 FlashInfer family's constants ``DRAWS`` and ``SEED`` (64, 20261201, offset 0;

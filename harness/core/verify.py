@@ -132,6 +132,9 @@ class Verified:
     # a run-time built library (FlashInfer's JIT) bound to its pinned sources: "bound",
     # "unbound (legacy evidence)" or "not applicable" (verify_bindings.check_library_binding)
     library_binding: str = "not applicable"
+    # the draws the manifest declares (``draws_per_row``, ``seed``, ``offset``), which
+    # check_sampling held both sides' evidence to; None where it declares none
+    sampling: dict[str, int] | None = None
     # both sides as the verified manifest pins them (verify_sides.side_facts), the change
     # the receipt names (change_facts), what its signed environment records unchecked
     # (verify_sides.recorded: isolation, signing key kind, reused base) and what the caller
@@ -159,6 +162,7 @@ class Verified:
             "rules": self.rules,
             "report_format": self.report_format,
             "library_binding": self.library_binding,
+            "sampling": None if self.sampling is None else dict(self.sampling),
             **self.sides_json(),
             "signer_keyid": self.keyid,
             "manifest_sha256": self.manifest_sha256,
@@ -338,5 +342,6 @@ def _verify(path: Path, public_key: Ed25519PublicKey, strict: bool, frozen: str 
         harness_source=predicate["harness"].get("source"), payload_sha256=sha256_hex(payload),
         workers=workers, seconds=seconds, rules=rules, report_format=report_format,
         stop_rows=dict(sorted(Counter(r for row in rows for r in row["stops"]).items())),
-        library_binding=library, sides=sides, change=change_facts(manifest, predicate),
-        recorded=environment, required=require.to_json() if require is not None else {})
+        library_binding=library, sampling=manifest.sampling, sides=sides,
+        change=change_facts(manifest, predicate), recorded=environment,
+        required=require.to_json() if require is not None else {})

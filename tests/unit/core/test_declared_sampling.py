@@ -134,6 +134,18 @@ def test_a_bundle_that_drew_as_declared_verifies(tmp_path):
     verified = verify_bundle(_bundle(tmp_path / "b"), PUB)
     assert verified.verdict["verdict"] == "PASS" and verified.rules == "regression-support/v2"
     assert verified.rows == 8 and verified.stop_rows == {}
+    assert verified.sampling == DECLARED and verified.to_json()["sampling"] == DECLARED
+
+
+def test_verify_prints_the_declared_draws_and_json_names_them(tmp_path, capsys):
+    from harness.cli import main
+
+    bundle = _bundle(tmp_path / "b")
+    assert main(["verify", str(bundle), "--pubkey", str(synthetic.SIGNING_PUB)]) == 0
+    assert ("  draws: 64 a row for each output reading it, seed 20261201, offset 0, as the "
+            "manifest declares") in capsys.readouterr().out
+    assert main(["verify", str(bundle), "--pubkey", str(synthetic.SIGNING_PUB), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["sampling"] == DECLARED
 
 
 @pytest.mark.parametrize("field, value", [("seed", 7), ("draws_per_row", 32), ("offset", 1),
@@ -184,7 +196,9 @@ def test_a_manifest_without_declared_draws_checks_none(tmp_path):
     assert b"sampling\": {" not in content.cases
     bundle = write_bundle(tmp_path / "b", content, load_private_key(synthetic.SIGNING_KEY),
                           max_bytes=manifest["limits"]["max_bundle_bytes"]).path
-    assert verify_bundle(bundle, PUB).verdict["verdict"] == "PASS"
+    verified = verify_bundle(bundle, PUB)
+    assert verified.verdict["verdict"] == "PASS" and verified.sampling is None
+    assert verified.to_json()["sampling"] is None
 
 
 # --- a case with an index array (FlashInfer's ``indices``) -----------------------------------
