@@ -50,39 +50,42 @@ def _rows(answer: dict) -> set[str]:
     return {row for rows in answer["broken_rows"].values() for row in rows}
 
 
+def _flashinfer_three_runs(results: Path, rules: str, capsys: pytest.CaptureFixture[str]
+                           ) -> tuple[dict, dict]:
+    """The script's three runs verified by ``rules``: harmless PASS, harmful STOP with both
+    sides run and again (the base reused or run again) on the same broken rows, by the same
+    reasons; returns the harmless and the harmful-both answers."""
+    code, harmless = _verify(results / "harmless", rules, capsys)
+    assert code == 0 and harmless["verified"] is True and not harmless["broken_rows"]
+    code, both = _verify(results / "harmful-both", rules, capsys)
+    assert code == 1 and both["verified"] is True
+    code, again = _verify(results / "harmful", rules, capsys)
+    assert code == 1 and again["verified"] is True
+    assert again["broken_rows"] == both["broken_rows"]
+    assert set(both["broken_rows"]) == {"mass_outside_growth", "new_fault",
+                                        "outside_support_growth"}
+    assert len(_rows(both)) == 64
+    return harmless, both
+
+
 def test_flashinfer_pr_bundles_verify_with_their_verdicts(capsys: pytest.CaptureFixture[str]):
     with mutation_folder(FLASHINFER) as results:
-        code, harmless = _verify(results / "harmless", "regression-support/v1", capsys)
-        assert code == 0 and harmless["verified"] is True and not harmless["broken_rows"]
-        code, both = _verify(results / "harmful-both", "regression-support/v1", capsys)
-        assert code == 1 and both["verified"] is True
-        code, reused = _verify(results / "harmful", "regression-support/v1", capsys)
-        assert code == 1 and reused["verified"] is True
-        # the base side reused or run again: the same broken rows, by the same reasons
-        assert reused["broken_rows"] == both["broken_rows"]
-        assert set(both["broken_rows"]) == {"mass_outside_growth", "new_fault",
-                                            "outside_support_growth"}
-        assert len(_rows(both)) == 64
+        harmless, _ = _flashinfer_three_runs(results, "regression-support/v1", capsys)
+        assert harmless["sampling"] is None  # v1 declares no draws: the family's constants
         code, refused = _verify(results / "harmless", "regression/v2", capsys)
         assert code == 4 and refused["verified"] is False
 
 
 def test_flashinfer_v3_pr_bundles_verify_with_their_declared_draws(
         capsys: pytest.CaptureFixture[str]):
+    declared = {"draws_per_row": 64, "seed": 20261201, "offset": 0}
     with mutation_folder(FLASHINFER_V3) as results:
         for name in ("harmless", "harmful-both", "harmful"):
-            frozen = json.loads((results / name / "pr.json").read_text())
-            assert frozen["sampling"] == {"draws_per_row": 64, "seed": 20261201, "offset": 0}
-        code, harmless = _verify(results / "harmless", "regression-support/v2", capsys)
-        assert code == 0 and harmless["verified"] is True and not harmless["broken_rows"]
-        code, both = _verify(results / "harmful-both", "regression-support/v2", capsys)
-        assert code == 1 and both["verified"] is True
-        code, again = _verify(results / "harmful", "regression-support/v2", capsys)
-        assert code == 1 and again["verified"] is True
-        assert again["broken_rows"] == both["broken_rows"]
+            assert json.loads((results / name / "pr.json").read_text())["sampling"] == declared
+        harmless, both = _flashinfer_three_runs(results, "regression-support/v2", capsys)
+        assert harmless["sampling"] == declared and both["sampling"] == declared
         # the change loses top-k before top-p sampling: the indices case that takes both
-        # stops too, its row 0 read twice (128 draws held to 2 x 64)
-        assert len(_rows(both)) == 64
+        # stops too, every row of it read by two outputs (128 draws, 2 x 64)
         assert {f"indices-topk-topp-bf16-v4096-b4[{i}]" for i in (0, 1, 3)} <= _rows(both)
         code = main(["verify", str(results / "harmless" / "bundle"), "--pubkey", str(KEY),
                      "--frozen-manifest", str(results / "harmless" / "pr.json"),
