@@ -58,6 +58,8 @@ MUTATION_RUNS = (
      "evidence/keys/topp-gate-evidence-6.pub"),
     ("evidence/mutation/pr-flashinfer-v2-h100-20261205-part1.tar.xz",
      "evidence/keys/topp-gate-evidence-6.pub"),
+    ("evidence/mutation/pr-flashinfer-v2-h100-20261205-part2.tar.xz",
+     "evidence/keys/topp-gate-evidence-6.pub"),
     ("evidence/mutation/pr-interpreter-v4-small-cpu-20261205.tar.xz",
      "evidence/keys/topp-gate-evidence-6.pub"),
 )
