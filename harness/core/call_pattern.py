@@ -58,6 +58,11 @@ class CallPattern:
     def is_default(self) -> bool:
         return self == CallPattern()
 
+    def outputs_reading(self, row: int) -> int:
+        """How many output rows read input row ``row``: one without an index array, as
+        often as ``row`` occurs in ``indices`` with one (output j reads ``indices[j]``)."""
+        return 1 if self.indices is None else self.indices.count(row)
+
 
 DEFAULT = CallPattern()
 

@@ -271,13 +271,12 @@ def check_sampling(manifest: Any, layout: list[Any], predicate: dict[str, Any]) 
             if not isinstance(rows, list) or len(rows) != case.batch:
                 raise BindingMismatchError(f"{where}: draws", f"one list per row ({case.batch})",
                                            short(rows), said_by="the manifest's sampling")
-            indices = case.call.indices
             for index, row in enumerate(rows):
                 total = _draw_total(row)
-                outputs = 1 if indices is None else indices.count(index)
+                outputs = case.call.outputs_reading(index)
                 expected = declared["draws_per_row"] * outputs
                 if total != expected:
-                    said = f"{expected} in all" + ("" if indices is None else
+                    said = f"{expected} in all" + ("" if case.call.indices is None else
                                                    f" (read by {outputs} output"
                                                    f"{'' if outputs == 1 else 's'})")
                     raise BindingMismatchError(

@@ -152,12 +152,10 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
                 if isinstance(outputs[side][case.id], bytes):
                     # as FlashInfer counts them: per input row, over every output row
                     # that reads it (``indices``), so a row read twice has twice the draws
-                    reads = case.call.indices
                     draws[side][case.id] = [
                         _drawn(values[i * case.vocab:(i + 1) * case.vocab],
-                               sampling["draws_per_row"] * (1 if reads is None
-                                                            else reads.count(i)), case.id)
-                        for i in range(len(rows))]
+                               sampling["draws_per_row"] * case.call.outputs_reading(i),
+                               case.id) for i in range(len(rows))]
         cases.append(CaseBytes(case.id, case.vocab,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],

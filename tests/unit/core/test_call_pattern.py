@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.capture.bundle_writer import write_bundle
 from harness.capture.cases import build_case
@@ -264,3 +266,19 @@ def test_verify_regenerate_rebuilds_strided_buffers_and_index_arrays(tmp_path: P
     verify_bundle(tmp_path / "c", PUB)  # the padding is random: only a rebuild can tell
     with pytest.raises(BindingMismatchError, match="pad.f32 rebuilt from the manifest"):
         regenerate_inputs(open_bundle(tmp_path / "c", PUB))
+
+
+@settings(max_examples=80, deadline=None)
+@given(batch=st.integers(1, 12), data=st.data())
+def test_every_output_row_reads_exactly_one_input_row(batch, data):
+    """A case's outputs are spread over its input rows: without an index array each row is
+    read once; with one, the counts sum to its length and a row outside it is read by none
+    (``verify`` holds each row to the declared draws times this count)."""
+    indices = data.draw(st.none() | st.lists(st.integers(0, batch - 1), min_size=1,
+                                             max_size=20).map(tuple))
+    pattern = call_pattern.CallPattern(indices=indices)
+    reads = [pattern.outputs_reading(row) for row in range(batch)]
+    assert sum(reads) == (batch if indices is None else len(indices))
+    assert all(r >= 1 for r in reads) if indices is None else \
+        {row for row, r in enumerate(reads) if r} == set(indices)
+    assert pattern.outputs_reading(batch) == (1 if indices is None else 0)
