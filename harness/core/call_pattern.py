@@ -29,6 +29,7 @@ and dtype of every tensor argument) and whether the buffer's padding was left as
 from __future__ import annotations
 
 import struct
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,11 +59,14 @@ class CallPattern:
     def is_default(self) -> bool:
         return self == CallPattern()
 
-    def outputs_reading(self, row: int) -> int:
-        """How many output rows read input row ``row``: one without an index array, as
-        often as ``row`` occurs in ``indices`` with one (output j reads ``indices[j]``)."""
-        return 1 if self.indices is None else self.indices.count(row)
-
+    def outputs_per_row(self, batch: int) -> tuple[int, ...]:
+        """How many output rows read each of the ``batch`` input rows: one each without an
+        index array; with one, how often each row occurs in ``indices`` (output j reads
+        ``indices[j]``), counted in one pass."""
+        if self.indices is None:
+            return (1,) * batch
+        counts = Counter(self.indices)
+        return tuple(counts[row] for row in range(batch))
 
 DEFAULT = CallPattern()
 

@@ -271,9 +271,9 @@ def check_sampling(manifest: Any, layout: list[Any], predicate: dict[str, Any]) 
             if not isinstance(rows, list) or len(rows) != case.batch:
                 raise BindingMismatchError(f"{where}: draws", f"one list per row ({case.batch})",
                                            short(rows), said_by="the manifest's sampling")
-            for index, row in enumerate(rows):
+            for index, (row, outputs) in enumerate(
+                    zip(rows, case.call.outputs_per_row(case.batch), strict=True)):
                 total = _draw_total(row)
-                outputs = case.call.outputs_reading(index)
                 expected = declared["draws_per_row"] * outputs
                 if total != expected:
                     said = f"{expected} in all" + ("" if case.call.indices is None else

@@ -154,8 +154,8 @@ def content(manifest: Mapping[str, Any], *, seed: int = 0,
                     # that reads it (``indices``), so a row read twice has twice the draws
                     draws[side][case.id] = [
                         _drawn(values[i * case.vocab:(i + 1) * case.vocab],
-                               sampling["draws_per_row"] * case.call.outputs_reading(i),
-                               case.id) for i in range(len(rows))]
+                               sampling["draws_per_row"] * reads, case.id)
+                        for i, reads in enumerate(case.call.outputs_per_row(len(rows)))]
         cases.append(CaseBytes(case.id, case.vocab,
                                tuple(RowSpec(r.judge, r.forced_id, r.label) for r in case.rows),
                                logits, encode(ps), outputs["stock"][case.id],

@@ -276,9 +276,8 @@ def test_every_output_row_reads_exactly_one_input_row(batch, data):
     (``verify`` holds each row to the declared draws times this count)."""
     indices = data.draw(st.none() | st.lists(st.integers(0, batch - 1), min_size=1,
                                              max_size=20).map(tuple))
-    pattern = call_pattern.CallPattern(indices=indices)
-    reads = [pattern.outputs_reading(row) for row in range(batch)]
+    reads = call_pattern.CallPattern(indices=indices).outputs_per_row(batch)
+    assert len(reads) == batch
     assert sum(reads) == (batch if indices is None else len(indices))
     assert all(r >= 1 for r in reads) if indices is None else \
         {row for row, r in enumerate(reads) if r} == set(indices)
-    assert pattern.outputs_reading(batch) == (1 if indices is None else 0)
