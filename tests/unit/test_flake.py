@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.assets.flake_self import cached_self_expr, exported_files
+
 ROOT = Path(__file__).resolve().parents[2]
 PINS = json.loads((ROOT / "harness" / "data" / "pins.json").read_text())
 SYSTEM = "x86_64-linux"
@@ -61,7 +63,7 @@ def _eval(expr: str) -> object:
     """Evaluate EXPR (with `out` bound to the flake's outputs on the stub) to JSON."""
     full = (
         "let flake = import ./flake.nix; "
-        "out = flake.outputs { self = { outPath = ./.; }; nixpkgs = ./nix/stub; }; "
+        f"out = flake.outputs {{ self = {cached_self_expr(ROOT)}; nixpkgs = ./nix/stub; }}; "
         f"in {expr}"
     )
     # read-write: the stub's pythonRuntimeDepsCheckHook reads the package's pyproject.toml
@@ -432,6 +434,27 @@ def test_new_checks_build_the_sources_the_wrappers_and_run_the_smoke_manifest() 
 
 
 @needs_nix
+@needs_store
+def test_the_checks_copy_the_exported_source_not_the_checkout_directory() -> None:
+    """The `self` these tests evaluate with is what a `github:` reference fetches: the cpu-tests
+    check's `cp -r ${src}` names a store copy holding exactly `git archive`'s files, so no
+    evaluation copies the checkout's .venv, .git or caches into /nix/store (3.1 GB a run,
+    once, until a CI machine's disk was full)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("no .git: the tree is already the tracked files, used as it is")
+    cpu = _eval("out.checks.x86_64-linux.cpu-tests.stubAttrs.buildCommand")
+    assert isinstance(cpu, str)
+    copied = re.search(r"cp -r (/nix/store/[0-9a-z]{32}-source) source", cpu)
+    assert copied, cpu[:500]
+    store_copy = Path(copied.group(1))
+    held = sorted(
+        str(p.relative_to(store_copy)) for p in store_copy.rglob("*") if not p.is_dir()
+    )
+    assert held == sorted(exported_files(ROOT))
+    assert not (store_copy / ".venv").exists() and not (store_copy / ".git").exists()
+
+
+@needs_nix
 def test_structure_check_passes_and_can_fail() -> None:
     for system in SYSTEMS:
         assert _eval(f"out.checks.{system}.flake-structure.name") == "topp-gate-flake-structure"
@@ -476,8 +499,10 @@ def _offline(*argv: str) -> list[str]:
 
 @needs_nix
 @needs_store
-def test_flake_metadata_reads_the_committed_lock_offline() -> None:
-    done = _run(*_offline("nix", "flake", "metadata", "--json", "--no-write-lock-file", "."))
+def test_flake_metadata_reads_the_committed_lock_offline(tmp_path: Path) -> None:
+    # a store of its own: `git+file` copies every tracked file, evidence included (0.5 GB)
+    done = _run(*_offline("nix", "--store", str(tmp_path / "store"), "flake", "metadata",
+                          "--json", "--no-write-lock-file", "."))
     meta = json.loads(done.stdout)
     lock = json.loads((ROOT / "flake.lock").read_text())
     assert meta["locks"]["nodes"]["nixpkgs"] == lock["nodes"]["nixpkgs"]
@@ -848,7 +873,7 @@ def test_stub_runs_the_runtime_deps_check_and_the_package_passes_it() -> None:
     broken = _run(
         "nix-instantiate", "--read-write-mode", "--eval", "--strict", "-E",
         "let flake = import ./flake.nix; "
-        "out = flake.outputs { self = { outPath = ./.; }; nixpkgs = ./nix/stub; }; "
+        f"out = flake.outputs {{ self = {cached_self_expr(ROOT)}; nixpkgs = ./nix/stub; }}; "
         "pkg = (import ./nix/stub { system = \"x86_64-linux\"; "
         "overlays = [ out.overlays.default ]; }).python3Packages.topp-gate; in "
         "(pkg.overridePythonAttrs (old: { dependencies = builtins.filter "

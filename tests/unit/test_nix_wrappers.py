@@ -23,15 +23,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.assets.flake_self import cached_self_expr
+
 ROOT = Path(__file__).resolve().parents[2]
 NIX = ROOT / "nix"
 MANIFESTS = ROOT / "evidence" / "manifests"
 FROZEN = sorted(p.name for p in MANIFESTS.iterdir() if re.search(r"\.json(\.sha256)?$", p.name))
 NIX_ENV = {**os.environ, "NIX_CONFIG": "experimental-features = nix-command flakes"}
-STUB_FLAKE = (
-    "let flake = import ./flake.nix; "
-    "out = flake.outputs { self = { outPath = ./.; }; nixpkgs = ./nix/stub; }; in "
-)
+
+
+def stub_flake() -> str:
+    """`let flake = ...; out = <the flake's outputs on nix/stub>; in `; `self` is what
+    tests/assets/flake_self.py makes."""
+    return (
+        "let flake = import ./flake.nix; "
+        f"out = flake.outputs {{ self = {cached_self_expr(ROOT)}; nixpkgs = ./nix/stub; }}; in "
+    )
 
 
 def render(template: str, values: dict[str, str]) -> str:
@@ -270,21 +277,21 @@ needs_nix = pytest.mark.skipif(
 @needs_nix
 def test_the_flake_writes_exactly_these_wrappers() -> None:
     paths = _nix_eval(
-        STUB_FLAKE + "{ manifests = import ./nix/manifests.nix { src = ./.; }; "
+        stub_flake() + "{ manifests = import ./nix/manifests.nix { src = ./.; }; "
         "vllmSources = out.packages.x86_64-linux.vllm-sources.outPath; "
         'cc = "${(import ./nix/stub { system = "x86_64-linux"; }).stdenv.cc}/bin/cc"; }'
     )
     assert isinstance(paths, dict)
     values = {k: str(v) for k, v in paths.items()}
     texts = _nix_eval(
-        STUB_FLAKE + "builtins.mapAttrs (_: p: p.stubAttrs.text) "
+        stub_flake() + "builtins.mapAttrs (_: p: p.stubAttrs.text) "
         "{ inherit (out.packages.x86_64-linux) gate verify; }"
     )
     assert isinstance(texts, dict)
     assert texts["gate"] == gate_text(values)
     assert texts["verify"] == verify_text(values)
     for system in ("aarch64-linux", "x86_64-darwin", "aarch64-darwin"):
-        assert _nix_eval(STUB_FLAKE + f"out.packages.{system}.verify.stubAttrs.text") == (
+        assert _nix_eval(stub_flake() + f"out.packages.{system}.verify.stubAttrs.text") == (
             verify_text(values)
         )
 
@@ -327,13 +334,13 @@ def test_gate_interpreter_refuses_a_backend_and_looks_for_no_driver(
 @needs_nix
 def test_the_flake_writes_the_interpreter_wrapper_from_its_own_prefix() -> None:
     paths = _nix_eval(
-        STUB_FLAKE + "{ manifests = import ./nix/manifests.nix { src = ./.; }; "
+        stub_flake() + "{ manifests = import ./nix/manifests.nix { src = ./.; }; "
         "vllmSources = out.packages.x86_64-linux.vllm-sources.outPath; "
         'cc = "${(import ./nix/stub { system = "x86_64-linux"; }).stdenv.cc}/bin/cc"; }'
     )
     assert isinstance(paths, dict)
     values = {k: str(v) for k, v in paths.items()}
-    text = _nix_eval(STUB_FLAKE + "out.packages.x86_64-linux.gate-interpreter.stubAttrs.text")
+    text = _nix_eval(stub_flake() + "out.packages.x86_64-linux.gate-interpreter.stubAttrs.text")
     assert text == gate_interpreter_text(values)
 
 
