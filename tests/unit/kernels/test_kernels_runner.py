@@ -165,8 +165,13 @@ def test_killing_the_parent_kills_the_kernel_child(stock_tree, tmp_path, how):
                  Path({str(_cases(tmp_path))!r}), Path({str(tmp_path / "work" / "out")!r}),
                  timeout_s=600, fault="hang")
     """)
+    # the parent's temporary folders (its private copy of the tree) in a TMPDIR of the test's
+    # own: SIGKILL cannot unwind, so what it leaves goes with tmp_path, not into /tmp
+    parent_tmp = tmp_path / "parent-tmp"
+    parent_tmp.mkdir()
     proc = subprocess.Popen([sys.executable, "-c", driver], cwd=root,
-                            env={**__import__("os").environ, "PYTHONPATH": str(root)})
+                            env={**__import__("os").environ, "PYTHONPATH": str(root),
+                                 "TMPDIR": str(parent_tmp)})
     try:
         assert _wait_for(lambda: bool(_children(proc.pid)), 60), "no kernel child started"
         # the child writes into its own folder; the parent collects it when the child ends
@@ -185,6 +190,7 @@ def test_killing_the_parent_kills_the_kernel_child(stock_tree, tmp_path, how):
     if how == "SIGTERM":  # unwound: scratch beside the output removed, exit 128 + 15
         assert code == 143
         assert not list((tmp_path / "work").glob(".out.*"))  # request scratch, child folder
+        assert not list(parent_tmp.iterdir())  # and the private copy of the tree
 
 
 def test_a_retry_removes_scratch_of_a_dead_run_only(tmp_path):
