@@ -438,8 +438,8 @@ def test_new_checks_build_the_sources_the_wrappers_and_run_the_smoke_manifest() 
 def test_the_checks_copy_the_exported_source_not_the_checkout_directory() -> None:
     """The `self` these tests evaluate with is what a `github:` reference fetches: the cpu-tests
     check's `cp -r ${src}` names a store copy holding exactly `git archive`'s files, so no
-    evaluation copies the checkout's .venv, .git or caches into /nix/store (3.1 GB a run,
-    once, until a CI machine's disk was full)."""
+    evaluation copies the checkout's .venv, .git or caches into /nix/store (it did: 3.1 GB
+    for each fresh clone, 62 GB on the machine where stop 44's CI failed short of disk)."""
     if not (ROOT / ".git").exists():
         pytest.skip("no .git: the tree is already the tracked files, used as it is")
     cpu = _eval("out.checks.x86_64-linux.cpu-tests.stubAttrs.buildCommand")
