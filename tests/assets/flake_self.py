@@ -61,8 +61,10 @@ def self_expr(root: Path, scratch: Path) -> str:
     keep = {prefix: True for name in exported_files(root) for prefix in _prefixes(name)}
     listing = scratch / "flake-self-paths.json"
     listing.write_text(json.dumps(keep, sort_keys=True))
+    # a Nix string: JSON's quoting, and "${" escaped so a folder name cannot interpolate
+    quoted = json.dumps(str(listing)).replace("${", "\\${")
     return (
-        f"(let keep = builtins.fromJSON (builtins.readFile {json.dumps(str(listing))}); "
+        f"(let keep = builtins.fromJSON (builtins.readFile {quoted}); "
         "skip = builtins.stringLength (toString ./.) + 1; in "
         '{ outPath = builtins.path { path = ./.; name = "source"; '
         "filter = p: _: builtins.hasAttr (builtins.substring skip 1000000 p) keep; }; })"

@@ -12,12 +12,14 @@ machine and is not run here (docs/nix.md).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 from pathlib import Path
 
@@ -452,6 +454,15 @@ def test_the_checks_copy_the_exported_source_not_the_checkout_directory() -> Non
     )
     assert held == sorted(exported_files(ROOT))
     assert not (store_copy / ".venv").exists() and not (store_copy / ".git").exists()
+    # and, where the tree is HEAD's, exactly what `git archive HEAD` (GitHub's tarball) holds:
+    # a check of the export-ignore reading that does not go through exported_files
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"],
+                           capture_output=True, check=True).stdout
+    if not dirty:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", "HEAD"],
+                                 capture_output=True, check=True).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            assert held == sorted(m.name for m in tar.getmembers() if not m.isdir())
 
 
 @needs_nix
